@@ -54,7 +54,7 @@ type Submission struct {
 	Commit         string
 }
 
-// NewBuild is the build request of the DESIGN.md contract: the payload in
+// NewBuild is the build request of the build-env contract (docs/formats.md#build-env): the payload in
 // the env (split when large), run id and queue in env and meta-data, and a
 // message naming the run.
 func (s *Submission) NewBuild() NewBuild {

@@ -216,7 +216,7 @@ func (c *Config) RunModes() []Mode {
 	return []Mode{c.Mode}
 }
 
-// Validate checks the job against the contract in DESIGN.md and returns the
+// Validate checks the job against the contract in docs/architecture.md (fields: docs/formats.md) and returns the
 // first problem as an *Error.
 func (c *Config) Validate() error {
 	switch c.Lang {
