@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +34,9 @@ type Script struct {
 	// Artifacts the eval job has uploaded by Finish: path → content.
 	// Nil means one valid result.json (DefaultResult).
 	Artifacts map[string][]byte
+	// ResultInMetaData: the runner also set result.json as build
+	// meta-data (payload.ResultMetaDataKey) when it uploaded it.
+	ResultInMetaData bool
 }
 
 // DefaultResult is the result.json of a build whose script names none.
@@ -72,6 +74,7 @@ type Request struct {
 	Path   string // with the query
 	Header http.Header
 	Body   string
+	At     time.Time // on the server's clock
 }
 
 // Server is the fake. Create with New; Close when done.
@@ -89,6 +92,8 @@ type Server struct {
 	faults   []*Fault
 	requests []Request
 	agents   []AgentSpec
+	limit    rateLimit
+	hook     *webhooks
 }
 
 type build struct {
@@ -121,6 +126,7 @@ func New(now func() time.Time) *Server {
 
 // Close stops both servers.
 func (s *Server) Close() {
+	s.stopWebhooks()
 	s.API.Close()
 	s.Storage.Close()
 }
@@ -225,7 +231,7 @@ func (s *Server) record(server string, r *http.Request) {
 		r.Body = io.NopCloser(strings.NewReader(string(body)))
 	}
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Server: server, Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: string(body)})
+	s.requests = append(s.requests, Request{Server: server, Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: string(body), At: s.now()})
 	s.mu.Unlock()
 }
 
@@ -245,6 +251,9 @@ func (s *Server) fault(r *http.Request) *Fault {
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	s.record("api", r)
+	if s.limited(w) {
+		return
+	}
 	if f := s.fault(r); f != nil {
 		switch {
 		case f.Reset:
@@ -359,40 +368,6 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.next++
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, s.buildJSON(b, s.now()))
-}
-
-func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	states := q["state[]"]
-	now := s.now()
-	s.mu.Lock()
-	var nums []int
-	for n := range s.builds {
-		nums = append(nums, n)
-	}
-	s.mu.Unlock()
-	sort.Sort(sort.Reverse(sort.IntSlice(nums)))
-	out := []any{}
-	for _, n := range nums {
-		s.mu.Lock()
-		b := s.builds[n]
-		st := s.stateLocked(b, now)
-		s.mu.Unlock()
-		match := len(states) == 0
-		for _, want := range states {
-			match = match || st.build == want
-		}
-		for k, vs := range q {
-			if key, ok := strings.CutPrefix(k, "meta_data["); ok {
-				key = strings.TrimSuffix(key, "]")
-				match = match && b.body.MetaData[key] == vs[0]
-			}
-		}
-		if match {
-			out = append(out, s.buildJSON(b, now))
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listAgents(w http.ResponseWriter) {

@@ -126,7 +126,7 @@ func (s *Server) buildJSON(b *build, now time.Time) map[string]any {
 	return map[string]any{
 		"id": fmt.Sprintf("build-%d", b.number), "number": b.number, "state": snap.build, "blocked": false,
 		"url": base, "web_url": fmt.Sprintf("https://buildkite.com/%s/%s/builds/%d", s.Org, s.Pipeline, b.number),
-		"message": b.body.Message, "commit": b.body.Commit, "branch": b.body.Branch, "env": env, "meta_data": b.body.MetaData,
+		"message": b.body.Message, "commit": b.body.Commit, "branch": b.body.Branch, "env": env, "meta_data": s.metaData(b, snap),
 		"created_at": tsp(b.created), "scheduled_at": tsp(b.created), "started_at": tsp(snap.started), "finished_at": tsp(snap.ended),
 		"jobs": jobs,
 	}
