@@ -1,22 +1,29 @@
-// Package examples holds kbgen's built-in example tasks, embedded: small
-// Kernelbot tasks in plain Python 3 (no third-party packages) written to
-// Kernelbot's evaluation protocol, with a correct submission, failing
-// ones, and the cheats a leaderboard sees. `kbgen local` runs them.
+// Package examples holds kbgen's built-in example tasks, embedded in the
+// binary. Each is a Kernelbot task directory (task.yml naming its files,
+// `../` sources shared with the other examples, @SUBMISSION@ for the
+// submission), the format of gpu-mode/kernelbot's examples/, so
+// `kbgen local --task examples/vectoradd` reads the very files `kbgen local
+// --example vectoradd` embeds. They are plain Python 3 (no third-party
+// packages) written to Kernelbot's evaluation protocol, with a correct
+// submission, failing ones, and the cheats a leaderboard sees.
 package examples
 
 import (
 	"embed"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/task"
 )
 
-//go:embed common tasks
+// files holds every example directory and the harness they share (eval.py,
+// worker.py, utils.py at the top, as in Kernelbot's examples/).
+//
+//go:embed *.py */task.yml */*.py
 var files embed.FS
 
 // Default is the example `kbgen local` runs with no flags.
@@ -25,133 +32,108 @@ const Default = "vectoradd"
 // DefaultSubmission names the correct submission of every example.
 const DefaultSubmission = "submission"
 
+// privateSeed is the secret seed a private-mode example job carries (the
+// task.yml files leave seed unset so the other modes see the listed cases).
+const privateSeed = int64(1234567)
+
 // Example is one built-in task.
 type Example struct {
 	Name        string
 	Description string
 	// Submissions are the names --submission accepts: "submission" (the
-	// correct one) and the variants under submissions/.
+	// correct one) first, then the other .py files of the directory that
+	// task.yml does not name.
 	Submissions []string
-}
-
-type taskFile struct {
-	Description      string         `json:"description"`
-	Tests            []payload.Case `json:"tests"`
-	Benchmarks       []payload.Case `json:"benchmarks"`
-	RankingBy        string         `json:"ranking_by"`
-	TestTimeout      int            `json:"test_timeout"`
-	BenchmarkTimeout int            `json:"benchmark_timeout"`
-	RankedTimeout    int            `json:"ranked_timeout"`
 }
 
 // List returns the examples by name.
 func List() []Example {
-	ents, _ := fs.ReadDir(files, "tasks")
 	var out []Example
-	for _, e := range ents {
-		t, err := load(e.Name())
+	for _, name := range Names() {
+		t, err := task.LoadFS(files, name)
 		if err != nil {
 			continue
 		}
-		ex := Example{Name: e.Name(), Description: t.Description, Submissions: []string{DefaultSubmission}}
-		subs, _ := fs.ReadDir(files, path.Join("tasks", e.Name(), "submissions"))
-		for _, s := range subs {
-			ex.Submissions = append(ex.Submissions, strings.TrimSuffix(s.Name(), ".py"))
-		}
-		sort.Strings(ex.Submissions[1:])
-		out = append(out, ex)
+		out = append(out, Example{Name: name, Description: t.Description, Submissions: submissions(t)})
 	}
 	return out
 }
 
-// Names lists the example names.
+// Names lists the example names: the directories holding a task.yml.
 func Names() []string {
-	var n []string
-	for _, e := range List() {
-		n = append(n, e.Name)
+	ymls, _ := fs.Glob(files, "*/"+task.FileName)
+	names := make([]string, 0, len(ymls))
+	for _, y := range ymls {
+		names = append(names, path.Dir(y))
 	}
-	return n
+	slices.Sort(names)
+	return names
 }
 
-func load(name string) (*taskFile, error) {
-	if name == "" || strings.ContainsAny(name, `/\.`) {
+// submissions are the .py files of the task's directory that task.yml does
+// not name, by name without .py; the correct one first.
+func submissions(t *task.Task) []string {
+	named := map[string]bool{}
+	for _, f := range t.Files {
+		named[f.Name] = true
+	}
+	pys, _ := fs.Glob(files, t.Name()+"/*.py")
+	subs := []string{DefaultSubmission}
+	for _, p := range pys {
+		base := path.Base(p)
+		if !named[base] && base != DefaultSubmission+".py" {
+			subs = append(subs, strings.TrimSuffix(base, ".py"))
+		}
+	}
+	slices.Sort(subs[1:])
+	return subs
+}
+
+func load(name string) (*task.Task, error) {
+	if !slices.Contains(Names(), name) {
 		return nil, fmt.Errorf("unknown example %q (have: %s)", name, strings.Join(Names(), ", "))
 	}
-	b, err := files.ReadFile(path.Join("tasks", name, "task.json"))
+	t, err := task.LoadFS(files, name)
 	if err != nil {
-		return nil, fmt.Errorf("unknown example %q (have: %s)", name, strings.Join(Names(), ", "))
+		return nil, fmt.Errorf("example %s: %w", name, err)
 	}
-	var t taskFile
-	if err := json.Unmarshal(b, &t); err != nil {
-		return nil, fmt.Errorf("example %s: task.json: %w", name, err)
-	}
-	return &t, nil
+	return t, nil
 }
 
 // Submission returns the source of a named submission of an example.
 func Submission(example, name string) (string, error) {
-	if _, err := load(example); err != nil {
+	t, err := load(example)
+	if err != nil {
 		return "", err
 	}
-	p := path.Join("tasks", example, "submission.py")
-	if name != DefaultSubmission && name != "" {
-		p = path.Join("tasks", example, "submissions", name+".py")
+	if name == "" {
+		name = DefaultSubmission
 	}
-	b, err := files.ReadFile(p)
-	if err != nil || strings.ContainsAny(name, `/\`) {
-		var have []string
-		for _, e := range List() {
-			if e.Name == example {
-				have = e.Submissions
-			}
-		}
-		return "", fmt.Errorf("example %s has no submission %q (have: %s)", example, name, strings.Join(have, ", "))
+	subs := submissions(t)
+	if !slices.Contains(subs, name) {
+		return "", fmt.Errorf("example %s has no submission %q (have: %s)", example, name, strings.Join(subs, ", "))
+	}
+	b, err := files.ReadFile(path.Join(example, name+".py"))
+	if err != nil {
+		return "", fmt.Errorf("example %s: %w", example, err)
 	}
 	return string(b), nil
 }
 
 // Config builds the Kernelbot job for an example, mode and submission
-// source: the harness (eval.py, worker.py, utils.py) and the task's
-// reference.py and task.py, plus the submission as submission.py.
+// source, as `kbgen local --task` builds it from the directory on disk; a
+// private-mode job also carries a secret seed.
 func Config(example string, mode payload.Mode, submission string) (*payload.Config, error) {
 	t, err := load(example)
 	if err != nil {
 		return nil, err
 	}
-	sources := map[string]string{"submission.py": submission}
-	for _, dir := range []string{"common", path.Join("tasks", example)} {
-		ents, err := fs.ReadDir(files, dir)
-		if err != nil {
-			return nil, fmt.Errorf("example %s: %w", example, err)
-		}
-		for _, e := range ents {
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".py") || e.Name() == "submission.py" {
-				continue
-			}
-			b, err := files.ReadFile(path.Join(dir, e.Name()))
-			if err != nil {
-				return nil, fmt.Errorf("example %s: %w", example, err)
-			}
-			sources[e.Name()] = string(b)
-		}
+	if mode == payload.ModePrivate && t.Seed == nil {
+		seed := privateSeed
+		t.Seed = &seed
 	}
-	cfg := &payload.Config{
-		Lang:             payload.LangPython,
-		Mode:             mode,
-		Sources:          sources,
-		Main:             "eval.py",
-		Tests:            t.Tests,
-		Benchmarks:       t.Benchmarks,
-		RankingBy:        payload.RankingBy(t.RankingBy),
-		TestTimeout:      t.TestTimeout,
-		BenchmarkTimeout: t.BenchmarkTimeout,
-		RankedTimeout:    t.RankedTimeout,
-	}
-	if mode == payload.ModePrivate {
-		seed := int64(1234567)
-		cfg.Seed = &seed
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := t.Config(submission, mode)
+	if err != nil {
 		return nil, fmt.Errorf("example %s: %w", example, err)
 	}
 	return cfg, nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/task"
 )
 
 func TestListHasTheAdvertisedExamples(t *testing.T) {
@@ -48,7 +49,7 @@ func TestConfigIsAValidJob(t *testing.T) {
 func TestSubmissionErrors(t *testing.T) {
 	for _, tc := range []struct{ example, sub, want string }{
 		{"nope", "submission", `unknown example "nope"`},
-		{"../tasks", "submission", "unknown example"},
+		{"../identity", "submission", "unknown example"},
 		{"identity", "missing", `no submission "missing" (have: submission, cheat-daemon`},
 		{"identity", "../submission", "no submission"},
 	} {
@@ -59,5 +60,29 @@ func TestSubmissionErrors(t *testing.T) {
 	}
 	if s, err := Submission("identity", "cheat-pipe"); err != nil || !strings.Contains(s, "check: pass") {
 		t.Errorf("cheat-pipe: %v", err)
+	}
+}
+
+// The directories on disk are Kernelbot task directories: `kbgen local
+// --task examples/NAME` builds the very job `--example NAME` does.
+func TestTaskDirOnDiskIsTheEmbeddedExample(t *testing.T) {
+	for _, name := range Names() {
+		src, err := Submission(name, DefaultSubmission)
+		if err != nil {
+			t.Fatal(err)
+		}
+		embedded, err := Config(name, payload.ModeTest, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		onDisk, err := task.Build(name, name+"/submission.py", payload.ModeTest)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		a, _ := payload.EncodeConfig(embedded)
+		b, _ := payload.EncodeConfig(onDisk)
+		if a != b {
+			t.Errorf("%s: the embedded job differs from the task directory's", name)
+		}
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -27,10 +29,12 @@ const SubmissionPlaceholder = "@SUBMISSION@"
 const FileName = "task.yml"
 
 // Task is a loaded task.yml with every file read: what Kernelbot calls a
-// LeaderboardTask. Fields the evaluation does not need (description,
-// templates, milestones, gpus) are not kept.
+// LeaderboardTask. Fields the evaluation does not need (templates,
+// milestones, gpus) are not kept.
 type Task struct {
-	Lang payload.Lang
+	// Description is task.yml's description, for listings.
+	Description string
+	Lang        payload.Lang
 	// Files are the work dir's files in task.yml order; the submission's
 	// entry holds SubmissionPlaceholder.
 	Files      []File
@@ -48,7 +52,13 @@ type Task struct {
 	RankingBy        payload.RankingBy
 	Seed             *int64
 	MultiGPU         bool
+
+	name string
 }
+
+// Name is the directory's base name: what `kbgen local --example` calls a
+// built-in task.
+func (t *Task) Name() string { return t.name }
 
 // File is one entry of task.yml's `files`.
 type File struct {
@@ -66,8 +76,9 @@ type spec struct {
 		Name   string `yaml:"name"`
 		Source string `yaml:"source"`
 	} `yaml:"files"`
-	Lang   string `yaml:"lang"`
-	Config struct {
+	Lang        string `yaml:"lang"`
+	Description string `yaml:"description"`
+	Config      struct {
 		Main         string               `yaml:"main"`
 		Sources      []string             `yaml:"sources"`
 		IncludeDirs  []string             `yaml:"include_dirs"`
@@ -100,12 +111,40 @@ func Build(dir, submissionPath string, mode payload.Mode) (*payload.Config, erro
 }
 
 // Load reads and checks a task definition and every file it names.
+// Sources are read relative to the task directory and may reach a sibling
+// (Kernelbot's examples share ../eval.py) or be absolute: the task author
+// is trusted, the names in the job are what must stay inside.
 func Load(dir string) (*Task, error) {
 	ymlPath := dir
 	if st, err := os.Stat(dir); err == nil && st.IsDir() {
 		ymlPath = filepath.Join(dir, FileName)
 	}
-	raw, err := os.ReadFile(ymlPath)
+	root := filepath.Dir(ymlPath)
+	return load(ymlPath, filepath.Base(root), func(src string) ([]byte, error) {
+		if !filepath.IsAbs(src) {
+			src = filepath.Join(root, src)
+		}
+		return os.ReadFile(src)
+	})
+}
+
+// LoadFS reads the task in directory dir of fsys (the embedded examples).
+// A `../` source may reach a sibling of dir but never leave fsys.
+func LoadFS(fsys fs.FS, dir string) (*Task, error) {
+	return load(path.Join(dir, FileName), path.Base(dir), func(src string) ([]byte, error) {
+		p := path.Join(dir, src)
+		if path.IsAbs(src) || !fs.ValidPath(p) {
+			return nil, fmt.Errorf("source %s leaves the embedded examples", src)
+		}
+		return fs.ReadFile(fsys, p)
+	})
+}
+
+// readFunc reads one file of a task by the source path task.yml gives.
+type readFunc func(src string) ([]byte, error)
+
+func load(ymlPath, name string, read readFunc) (*Task, error) {
+	raw, err := read(path.Base(filepath.ToSlash(ymlPath)))
 	if err != nil {
 		return nil, fmt.Errorf("reading task: %w", err)
 	}
@@ -117,15 +156,17 @@ func Load(dir string) (*Task, error) {
 		}
 		return nil, fmt.Errorf("task %s: %w", ymlPath, oneLine(err))
 	}
-	t, err := s.resolve(filepath.Dir(ymlPath))
+	t, err := s.resolve(read)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", ymlPath, err)
 	}
+	t.name = name
 	return t, nil
 }
 
-func (s *spec) resolve(root string) (*Task, error) {
+func (s *spec) resolve(read readFunc) (*Task, error) {
 	t := &Task{
+		Description:      strings.TrimSpace(s.Description),
 		Lang:             payload.Lang(s.Lang),
 		Main:             s.Config.Main,
 		Sources:          s.Config.Sources,
@@ -172,14 +213,7 @@ func (s *spec) resolve(root string) (*Task, error) {
 		if strings.HasPrefix(f.Source, "@") && strings.HasSuffix(f.Source, "@") {
 			return nil, fmt.Errorf("files[%d]: unknown placeholder %s (only %s is filled in)", i, f.Source, SubmissionPlaceholder)
 		}
-		// Sources are read relative to the task directory and may reach a
-		// sibling (Kernelbot's examples share ../eval.py): the task author
-		// is trusted, the names in the job are what must stay inside.
-		src := f.Source
-		if !filepath.IsAbs(src) {
-			src = filepath.Join(root, src)
-		}
-		b, err := os.ReadFile(src)
+		b, err := read(f.Source)
 		if err != nil {
 			return nil, fmt.Errorf("files[%d] (%s): %w", i, f.Name, err)
 		}

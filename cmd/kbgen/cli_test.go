@@ -10,31 +10,10 @@ import (
 	"github.com/gpu-mode/kbgen/internal/golden"
 )
 
-// layOutIdentityTask completes the runner-task fixture (which holds only a
-// Kernelbot task.yml) with the identity example's Python files, taken from
-// examples/ so the transcripts test the very files kbgen embeds.
-func layOutIdentityTask(examples, dir string) error {
-	for _, src := range []string{filepath.Join(examples, "common"), filepath.Join(examples, "tasks", "identity")} {
-		files, err := filepath.Glob(filepath.Join(src, "*.py"))
-		if err != nil {
-			return err
-		}
-		for _, f := range files {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // TestCLI runs the go-cmdtest transcripts in golden/cli/*.ct against kbgen
 // in process. Each file starts in a fresh directory holding a copy of
-// golden/cli/fixtures.
+// golden/cli/fixtures and of examples/, so a command line printed for the
+// repository root (--task examples/vectoradd) runs there as printed.
 func TestCLI(t *testing.T) {
 	ts, err := cmdtest.Read("../../golden/cli")
 	if err != nil {
@@ -53,7 +32,7 @@ func TestCLI(t *testing.T) {
 		if err := os.CopyFS(root, os.DirFS(fixtures)); err != nil {
 			return err
 		}
-		return layOutIdentityTask(examples, filepath.Join(root, "runner-task"))
+		return os.CopyFS(filepath.Join(root, "examples"), os.DirFS(examples))
 	}
 	ts.Commands["kbgen"] = cmdtest.InProcessProgram("kbgen", func() int { return realMain(os.Args[1:]) })
 	ts.Run(t, golden.Update())

@@ -2,25 +2,34 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
-// EncodeCmd turns a JSON config into a payload.
+// EncodeCmd turns a job (JSON config, task directory or example) into a
+// payload.
 type EncodeCmd struct {
-	File string `arg:"" optional:"" default:"-" help:"JSON config file, or - for stdin."`
+	File     string `arg:"" optional:"" placeholder:"FILE" help:"JSON config (or payload) file, or - for stdin; the same as --payload-file. With no job named, stdin."`
+	JobFlags `embed:""`
 }
 
 func (c *EncodeCmd) Run(g *Globals) error {
-	data, err := readInput(g, c.File)
-	if err != nil {
-		return err
+	flags := c.JobFlags
+	if c.File != "" {
+		if flags.PayloadFile != "" {
+			return withCode(exitcode.Usage, errors.New("give the job file once: as FILE or as --payload-file"))
+		}
+		flags.PayloadFile = c.File
 	}
-	in, err := payload.ParseInput(data)
+	if flags.Example == "" && flags.Task == "" && flags.PayloadFile == "" {
+		flags.PayloadFile = "-"
+	}
+	in, err := flags.load(g, jobsource.Options{DefaultMode: payload.ModeTest})
 	if err != nil {
 		return err
 	}
@@ -59,35 +68,27 @@ func (c *DecodeCmd) Run(g *Globals) error {
 	return nil
 }
 
-// maxInputBytes bounds what kbgen reads from a job file or stdin.
-const maxInputBytes = payload.MaxInflatedBytes + 1
-
-// readInput reads a file, or stdin for "-", with a size bound.
+// readInput reads a job file, or stdin for "-", with jobsource's size
+// bound; an unreadable file exits 2.
 func readInput(g *Globals, name string) ([]byte, error) {
-	var r io.Reader
-	if name == "-" {
-		r = g.Stdin
-	} else {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, withCode(2, fmt.Errorf("reading job: %w", err))
-		}
-		defer f.Close()
-		r = f
+	data, err := jobsource.ReadFile(name, g.Stdin)
+	if jobsource.IsUsage(err) {
+		return nil, withCode(exitcode.Usage, err)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxInputBytes))
-	if err != nil {
-		return nil, fmt.Errorf("reading job: %w", err)
-	}
-	return data, nil
+	return data, err
 }
 
 func (c *EncodeCmd) Help() string {
-	return `Validates a Kernelbot job config and prints it as the payload Kernelbot
-sends: base64(zlib(json)), the JSON written as Python's json.dumps writes it.
+	return `Validates a Kernelbot job and prints it as the payload Kernelbot sends:
+base64(zlib(json)), the JSON written as Python's json.dumps writes it. The
+job is a JSON config (FILE, --payload-file or stdin), a Kernelbot task
+directory with a submission (--task, --submission, --mode; test by default),
+or a built-in example (--example). Run from the repository root:
 
+  kbgen encode --task examples/vectoradd --submission examples/vectoradd/submission.py --mode test > job.b64
+  kbgen decode @job.b64 > job.json
   kbgen encode job.json > job.b64
-  cat job.json | kbgen encode
+  kbgen encode --example identity --submission wrong --mode benchmark
 
 Exit codes: 0 ok, 2 unreadable file, 65 invalid job (one line says why).`
 }

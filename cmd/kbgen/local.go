@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -9,28 +8,24 @@ import (
 
 	"github.com/gpu-mode/kbgen/examples"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/runner"
 	"github.com/gpu-mode/kbgen/steps"
-	"github.com/gpu-mode/kbgen/task"
 )
 
 // LocalCmd runs a whole job on this machine: generate its pipeline, then
 // execute the eval step's command with the local runner.
 type LocalCmd struct {
-	Example     string `help:"Built-in example task to run (see --list): vectoradd or identity. Default: vectoradd when no other job is given." placeholder:"NAME"`
-	Submission  string `help:"With --example: a named submission (submission, wrong, crash, hang; identity also has cheat-pipe, cheat-exit, cheat-input, cheat-files, cheat-daemon, cheat-env) or a .py file. With --task: the submission file." placeholder:"NAME|FILE"`
-	PayloadFile string `help:"Run the job in FILE (encoded payload or plain JSON config; - for stdin)." placeholder:"FILE"`
-	Task        string `help:"Kernelbot task directory (holding task.yml) to build the job from, with --submission FILE." placeholder:"DIR"`
-	Mode        string `help:"Mode: test, benchmark, leaderboard, profile or private. Default: leaderboard for examples and tasks, the job's own mode for --payload-file." placeholder:"MODE"`
-	JSON        bool   `help:"Print only the FullResult JSON (no summary)." name:"json"`
-	Out         string `help:"Write the FullResult JSON to FILE instead of stdout." placeholder:"FILE"`
-	Queue       string `help:"Queue (vendor) whose pipeline is generated; its eval step's timeout bounds the run. Default: KERNELBOT_QUEUE, else the registry's first queue." placeholder:"QUEUE"`
-	Vendors     string `help:"Vendor registry YAML replacing the built-in one. Default: KBGEN_VENDORS." placeholder:"FILE"`
-	List        bool   `help:"List the built-in examples and their submissions, and exit."`
-	Workdir     string `help:"Directory for the job's files. Default: a temporary directory, removed afterwards." placeholder:"DIR"`
-	System      string `help:"Read SystemInfo from FILE instead of probing the machine (tests)." hidden:"" placeholder:"FILE"`
+	JobFlags `embed:""`
+	JSON     bool   `help:"Print only the FullResult JSON (no summary)." name:"json"`
+	Out      string `help:"Write the FullResult JSON to FILE instead of stdout." placeholder:"FILE"`
+	Queue    string `help:"Queue (vendor) whose pipeline is generated; its eval step's timeout bounds the run. Default: KERNELBOT_QUEUE, else the registry's first queue." placeholder:"QUEUE"`
+	Vendors  string `help:"Vendor registry YAML replacing the built-in one. Default: KBGEN_VENDORS." placeholder:"FILE"`
+	List     bool   `help:"List the built-in examples and their submissions, and exit."`
+	Workdir  string `help:"Directory for the job's files. Default: a temporary directory, removed afterwards." placeholder:"DIR"`
+	System   string `help:"Read SystemInfo from FILE instead of probing the machine (tests)." hidden:"" placeholder:"FILE"`
 }
 
 func (c *LocalCmd) Help() string {
@@ -42,12 +37,19 @@ on stderr and Kernelbot's FullResult JSON on stdout.
   kbgen local                                     # vectoradd, leaderboard: passes
   kbgen local --example identity --mode test
   kbgen local --example identity --submission cheat-pipe   # caught: fails
-  kbgen local --example vectoradd --submission my_add.py
-  kbgen local --task ./vectoradd_py --submission submission.py --mode test
-  kbgen local --payload-file job.json --json
+  kbgen local --list                              # examples and their submissions
 
-The built-in examples are plain Python 3 (no packages) written to
-Kernelbot's protocol. Their cheat submissions are the ones a leaderboard
+A Kernelbot task directory and a submission file, or a payload (from the
+repository root, where the examples' task directories are):
+
+  kbgen local --task examples/vectoradd --submission examples/vectoradd/wrong.py --mode test   # fails
+  kbgen encode --example identity --mode test > job.b64
+  kbgen local --payload-file job.b64 --json
+
+With no job flag, the job is the built-in vectoradd example; examples and
+tasks run in leaderboard mode unless --mode says otherwise, a payload in its
+own mode. The built-in examples are the task directories under examples/,
+embedded: plain Python 3 (no packages) written to Kernelbot's protocol. Their cheat submissions are the ones a leaderboard
 sees: cheat-pipe and cheat-exit forge "check: pass" on the verdict pipe,
 cheat-input rewrites its input in place, cheat-files rewrites the harness
 during the warm-up, cheat-daemon leaves a detached process holding the pipe,
@@ -65,14 +67,11 @@ func (c *LocalCmd) Run(g *Globals) error {
 		}
 		return nil
 	}
-	cfg, err := c.job(g)
+	in, err := c.load(g, jobsource.Options{DefaultExample: true, DefaultMode: payload.ModeLeaderboard})
 	if err != nil {
 		return err
 	}
-	in, err := encodeJob(cfg)
-	if err != nil {
-		return err
-	}
+	cfg := in.Config
 	step, err := c.pipeline(g, in)
 	if err != nil {
 		return err
@@ -106,80 +105,6 @@ func (c *LocalCmd) Run(g *Globals) error {
 		return silentExit(exitcode.Failure)
 	}
 	return nil
-}
-
-// job builds the Config from whichever source the flags name.
-func (c *LocalCmd) job(g *Globals) (*payload.Config, error) {
-	sourcesGiven := 0
-	for _, s := range []string{c.Example, c.PayloadFile, c.Task} {
-		if s != "" {
-			sourcesGiven++
-		}
-	}
-	if sourcesGiven > 1 {
-		return nil, withCode(exitcode.Usage, errors.New("give one of --example, --payload-file or --task"))
-	}
-	mode := payload.Mode(c.Mode)
-	if mode != "" && !isMode(mode) {
-		return nil, withCode(exitcode.Usage, fmt.Errorf("unknown --mode %q (want test, benchmark, leaderboard, profile or private)", c.Mode))
-	}
-	switch {
-	case c.PayloadFile != "":
-		if c.Submission != "" {
-			return nil, withCode(exitcode.Usage, errors.New("--submission goes with --example or --task, not --payload-file"))
-		}
-		in, err := readJob(g, c.PayloadFile)
-		if err != nil {
-			return nil, err
-		}
-		if mode != "" && mode != in.Config.Mode {
-			in.Config.Mode = mode
-			if err := in.Config.Validate(); err != nil {
-				return nil, err
-			}
-		}
-		return in.Config, nil
-	case c.Task != "":
-		if c.Submission == "" {
-			return nil, withCode(exitcode.Usage, errors.New("--task needs --submission FILE"))
-		}
-		if mode == "" {
-			mode = payload.ModeLeaderboard
-		}
-		cfg, err := task.Build(c.Task, c.Submission, mode)
-		if err != nil && !payload.IsJobError(err) {
-			return nil, withCode(exitcode.Usage, err)
-		}
-		return cfg, err
-	}
-	name := c.Example
-	if name == "" {
-		name = examples.Default
-	}
-	if mode == "" {
-		mode = payload.ModeLeaderboard
-	}
-	src, err := c.exampleSubmission(name)
-	if err != nil {
-		return nil, withCode(exitcode.Usage, err)
-	}
-	return examples.Config(name, mode, src)
-}
-
-// exampleSubmission is a named variant of the example, or a file.
-func (c *LocalCmd) exampleSubmission(example string) (string, error) {
-	sub := c.Submission
-	if sub == "" {
-		sub = examples.DefaultSubmission
-	}
-	if strings.ContainsAny(sub, "/.") {
-		b, err := os.ReadFile(sub)
-		if err != nil {
-			return "", fmt.Errorf("reading submission: %w", err)
-		}
-		return string(b), nil
-	}
-	return examples.Submission(example, sub)
 }
 
 // evalStep is what local takes from the generated pipeline.
@@ -242,21 +167,4 @@ func (c *LocalCmd) print(g *Globals, res *payload.FullResult) error {
 	}
 	_, err = g.Stdout.Write(b)
 	return err
-}
-
-func encodeJob(cfg *payload.Config) (*payload.Input, error) {
-	enc, err := payload.EncodeConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &payload.Input{Config: cfg, Encoded: enc}, nil
-}
-
-func isMode(m payload.Mode) bool {
-	for _, x := range payload.Modes {
-		if x == m {
-			return true
-		}
-	}
-	return false
 }

@@ -1,23 +1,16 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
-	"github.com/gpu-mode/kbgen/task"
 )
 
 // SubmitCmd runs one job as a Buildkite build and prints its FullResult.
 type SubmitCmd struct {
 	Queue          string `required:"" placeholder:"QUEUE" help:"Queue (or alias) of the vendor registry whose GPU agents run the job, e.g. h100 or nvidia-h100 (see kbgen vendors); an alias is sent as its queue name."`
 	Vendors        string `help:"Vendor registry YAML replacing the built-in one, to check --queue against. Default: KBGEN_VENDORS." placeholder:"FILE"`
-	PayloadFile    string `name:"payload-file" short:"f" placeholder:"FILE" help:"The job: a Kernelbot payload (base64(zlib(json))) or a plain JSON config; - reads stdin. E.g. --payload-file job.json."`
-	Task           string `placeholder:"DIR" help:"Build the job from a Kernelbot task directory (task.yml and its files) instead, e.g. --task examples/vectoradd_py --submission sub.py --mode test."`
-	Submission     string `placeholder:"FILE" help:"With --task: the submission file that replaces @SUBMISSION@."`
-	Mode           string `enum:",test,benchmark,leaderboard,profile,private" default:"" placeholder:"MODE" help:"With --task: test (default), benchmark, leaderboard, profile or private. A payload names its own mode."`
 	RunID          string `name:"run-id" placeholder:"ID" help:"Name of this run, kept in the build's env and meta-data run_id; a retried submit with the same id re-attaches instead of running twice (default: a random kbgen-… id)."`
 	Image          string `placeholder:"REF" help:"Runner image override (KERNELBOT_IMAGE), e.g. ghcr.io/gpu-mode/kbgen-cuda@sha256:…."`
 	Priority       string `placeholder:"N" help:"Buildkite job priority for the eval step (KERNELBOT_PRIORITY), e.g. 10."`
@@ -26,6 +19,7 @@ type SubmitCmd struct {
 	Branch         string `default:"main" help:"Branch of the pipeline's repository the bootstrap checks out."`
 	Commit         string `default:"HEAD" help:"Commit of that branch."`
 
+	JobFlags       `embed:""`
 	BuildkiteFlags `embed:""`
 	WaitFlags      `embed:""`
 }
@@ -46,46 +40,12 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	return reportOutcome(g, p, out)
 }
 
-// job reads the job from --payload-file or --task and checks it before
+// job loads the job the flags name and checks it and the queue before
 // any request is made.
 func (c *SubmitCmd) job(g *Globals) (*client.Submission, error) {
-	var in *payload.Input
-	switch {
-	case c.PayloadFile != "" && c.Task != "":
-		return nil, withCode(exitcode.Usage, errors.New("--payload-file and --task both name the job; pass one"))
-	case c.PayloadFile != "":
-		if c.Submission != "" || c.Mode != "" {
-			return nil, withCode(exitcode.Usage, errors.New("--submission and --mode go with --task; a payload names its own mode"))
-		}
-		var err error
-		if in, err = readJob(g, c.PayloadFile); err != nil {
-			return nil, err
-		}
-	case c.Task != "":
-		if c.Submission == "" {
-			return nil, withCode(exitcode.Usage, errors.New("--task needs --submission FILE"))
-		}
-		mode := payload.Mode(c.Mode)
-		if mode == "" {
-			mode = payload.ModeTest
-		}
-		cfg, err := task.Build(c.Task, c.Submission, mode)
-		if err != nil {
-			if payload.IsJobError(err) {
-				return nil, err
-			}
-			return nil, withCode(exitcode.Usage, err)
-		}
-		enc, err := payload.EncodeConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		in = &payload.Input{Config: cfg, Encoded: enc}
-	default:
-		return nil, withCode(exitcode.Usage, errors.New("no job: pass --payload-file FILE, or --task DIR --submission FILE"))
-	}
-	if len(in.Encoded) > payload.MaxEncodedBytes {
-		return nil, &payload.Error{Kind: payload.KindTooLarge, Msg: fmt.Sprintf("encoded payload is %d bytes; the limit is %d", len(in.Encoded), payload.MaxEncodedBytes)}
+	in, err := c.load(g, jobsource.Options{DefaultMode: payload.ModeTest})
+	if err != nil {
+		return nil, err
 	}
 	// An unknown queue would give a build that waits forever for an agent:
 	// refuse it here, and send the canonical name so builds, agents and
@@ -130,6 +90,6 @@ Exit codes:
 Examples:
   export BUILDKITE_API_TOKEN=… BUILDKITE_ORG=gpu-mode BUILDKITE_PIPELINE=kernelbot
   kbgen submit --queue h100 --payload-file job.b64 > result.json
-  kbgen submit --queue mi300 --task examples/vectoradd_py --submission sub.py --mode benchmark
+  kbgen submit --queue mi300 --task examples/vectoradd --submission examples/vectoradd/submission.py --mode benchmark
   kbgen submit --queue h100 -f - --progress=json --timeout 20m < job.json`
 }
