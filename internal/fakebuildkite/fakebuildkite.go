@@ -81,6 +81,9 @@ type Request struct {
 type Server struct {
 	API     *httptest.Server
 	Storage *httptest.Server
+	// Agent serves the Agent API v3 of a live server (NewLive); nil
+	// otherwise.
+	Agent *httptest.Server
 
 	Org, Pipeline, Token string
 
@@ -94,6 +97,7 @@ type Server struct {
 	agents   []AgentSpec
 	limit    rateLimit
 	hook     *webhooks
+	live     *live // set by NewLive: builds run on real agents
 }
 
 type build struct {
@@ -102,6 +106,7 @@ type build struct {
 	canceledAt time.Time
 	script     Script
 	body       createBody
+	live       *liveBuild // a live server's build
 }
 
 type createBody struct {
@@ -127,6 +132,7 @@ func New(now func() time.Time) *Server {
 // Close stops both servers.
 func (s *Server) Close() {
 	s.stopWebhooks()
+	s.closeLive()
 	s.API.Close()
 	s.Storage.Close()
 }
@@ -328,11 +334,16 @@ func (s *Server) serveBuilds(w http.ResponseWriter, r *http.Request, parts []str
 	switch {
 	case len(parts) == 1 && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusOK, s.buildJSON(b, now))
+	case b.live != nil && len(parts) == 6 && parts[1] == "jobs" && parts[3] == "artifacts" && parts[5] == "download":
+		http.Redirect(w, r, s.liveDownloadURL(parts[4]), http.StatusFound)
 	case len(parts) == 2 && parts[1] == "cancel" && r.Method == http.MethodPut:
 		s.mu.Lock()
 		final := s.stateLocked(b, now).finished
 		if !final && b.canceledAt.IsZero() {
 			b.canceledAt = now
+		}
+		if !final && b.live != nil {
+			s.cancelLiveLocked(b, time.Now())
 		}
 		s.mu.Unlock()
 		if final {
@@ -364,6 +375,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	b := &build{number: s.next, created: s.now(), script: s.script, body: body}
+	if s.live != nil {
+		if err := s.startLiveLocked(b); err != nil {
+			s.mu.Unlock()
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": err.Error()})
+			return
+		}
+	}
 	s.builds[b.number] = b
 	s.next++
 	s.mu.Unlock()
@@ -371,6 +389,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listAgents(w http.ResponseWriter) {
+	if s.live != nil {
+		writeJSON(w, http.StatusOK, s.liveAgentsJSON())
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []any{}
@@ -392,6 +414,9 @@ func (s *Server) serveStorage(w http.ResponseWriter, r *http.Request) {
 	s.record("storage", r)
 	if r.Header.Get("Authorization") != "" {
 		http.Error(w, "<Error><Code>InvalidArgument</Code><Message>Only one auth mechanism allowed</Message></Error>", http.StatusBadRequest)
+		return
+	}
+	if s.live != nil && s.serveLiveStorage(w, r) {
 		return
 	}
 	var n int

@@ -27,6 +27,9 @@ func ip(n int) *int { return &n }
 
 // stateLocked computes where the build's script has taken it by now.
 func (s *Server) stateLocked(b *build, now time.Time) snapshot {
+	if b.live != nil {
+		return s.liveSnapshotLocked(b)
+	}
 	sc := b.script
 	at := func(d time.Duration) time.Time { return b.created.Add(d) }
 	reached := func(d time.Duration) bool { return !now.Before(at(d)) }
@@ -95,6 +98,9 @@ func tsp(t time.Time) any {
 }
 
 func (s *Server) buildJSON(b *build, now time.Time) map[string]any {
+	if b.live != nil {
+		return s.liveBuildJSON(b)
+	}
 	s.mu.Lock()
 	snap := s.stateLocked(b, now)
 	s.mu.Unlock()
@@ -163,6 +169,9 @@ func artifactID(b *build, i int) string { return fmt.Sprintf("0190-art-%d-%d", b
 // artifactsJSON lists the build's artifacts (or one job's): the eval job's
 // exist once it has ended after starting. The bootstrap uploads none.
 func (s *Server) artifactsJSON(b *build, now time.Time, job string) []any {
+	if b.live != nil {
+		return s.liveArtifactsJSON(b, job)
+	}
 	s.mu.Lock()
 	snap := s.stateLocked(b, now)
 	s.mu.Unlock()

@@ -1,0 +1,330 @@
+package fakebuildkite
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// agentBinary finds the real buildkite-agent, or skips.
+func agentBinary(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("KBGEN_BUILDKITE_AGENT"), "buildkite-agent", "/tmp/bkbin/agent"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	t.Skip("no buildkite-agent binary (install: GOBIN=/tmp/bkbin go install github.com/buildkite/agent/v3@v3.50.0); live Agent API tests skipped")
+	return ""
+}
+
+// gitRepo makes a repository holding files, for agents to check out.
+func gitRepo(t *testing.T, files map[string]string) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git; live Agent API tests skipped")
+	}
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"commit", "-q", "-m", "init"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	return dir
+}
+
+type testAgent struct {
+	cmd *exec.Cmd
+	out *bytes.Buffer
+}
+
+// startAgent runs `buildkite-agent start` against s until the test ends.
+func startAgent(t *testing.T, s *Server, name, queue string) *testAgent {
+	t.Helper()
+	bin := agentBinary(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "none.cfg"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "start", "--token", s.AgentToken(), "--endpoint", s.AgentEndpoint(), "--name", name,
+		"--tags", "queue="+queue, "--build-path", filepath.Join(dir, "builds"), "--hooks-path", filepath.Join(dir, "hooks"),
+		"--plugins-path", filepath.Join(dir, "plugins"), "--no-color", "--no-ssh-keyscan", "--cancel-grace-period", "2")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "BUILDKITE_AGENT_CONFIG="+filepath.Join(dir, "none.cfg"))
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &testAgent{cmd: cmd, out: out}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent %s log:\n%s", name, out.String())
+		}
+	})
+	return a
+}
+
+// rest calls the REST API of s.
+func rest(t *testing.T, s *Server, method, path string, body any) map[string]any {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.URL()+"v2/organizations/"+s.Org+"/pipelines/"+s.Pipeline+"/"+path, rd)
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return out
+}
+
+func createBuild(t *testing.T, s *Server, env map[string]string) int {
+	t.Helper()
+	b := rest(t, s, "POST", "builds", map[string]any{"commit": "HEAD", "branch": "main", "message": "t", "env": env})
+	n, ok := b["number"].(float64)
+	if !ok {
+		t.Fatalf("create: %v", b)
+	}
+	return int(n)
+}
+
+// waitBuild polls until build n is in a final state.
+func waitBuild(t *testing.T, s *Server, n int, limit time.Duration) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	for {
+		b := rest(t, s, "GET", fmt.Sprintf("builds/%d", n), nil)
+		switch b["state"] {
+		case "passed", "failed", "canceled":
+			return b
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("build %d still %v after %s; jobs %+v", n, b["state"], limit, s.Jobs(n))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func newLive(t *testing.T, pipeline string, opts Options) *Server {
+	t.Helper()
+	opts.Repo = gitRepo(t, map[string]string{".buildkite/pipeline.yml": pipeline, "hello.sh": "#!/bin/sh\necho hello from the checkout\n"})
+	s, err := NewLive(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestLiveUploadRoutesByQueue: the pipeline's step runs on the agent of
+// its queue, uploads two steps (one for each queue, the second after a
+// wait), sets meta-data, annotates and uploads an artifact the REST API
+// then serves through the storage redirect.
+func TestLiveUploadRoutesByQueue(t *testing.T) {
+	s := newLive(t, `steps:
+  - key: boot
+    command: >-
+      ./hello.sh && printf 'steps:\n  - key: gpu\n    command: echo gpu-$$KERNELBOT_X > out.txt && buildkite-agent meta-data set k v\n    agents: {queue: "gpu"}\n    artifact_paths: out.txt\n  - wait\n  - key: after\n    command: buildkite-agent meta-data get k && buildkite-agent annotate --context c done\n    agents: {queue: "gpu"}\n' | buildkite-agent pipeline upload
+    agents:
+      queue: "${CONTROL:-default}"
+`, Options{})
+	startAgent(t, s, "control-1", "control")
+	startAgent(t, s, "gpu-1", "gpu")
+	n := createBuild(t, s, map[string]string{"CONTROL": "control", "KERNELBOT_X": "42"})
+	b := waitBuild(t, s, n, time.Minute)
+	jobs := s.Jobs(n)
+	if b["state"] != "passed" {
+		t.Fatalf("build %v; jobs %+v", b["state"], jobs)
+	}
+	want := map[string]string{"boot": "control-1", "gpu": "gpu-1", "after": "gpu-1"}
+	if len(jobs) != 3 {
+		t.Fatalf("%d jobs, want 3: %+v", len(jobs), jobs)
+	}
+	for _, j := range jobs {
+		if want[j.Key] != j.Agent {
+			t.Errorf("job %s ran on %q, want %q", j.Key, j.Agent, want[j.Key])
+		}
+	}
+	if !strings.Contains(jobs[0].Log, "hello from the checkout") {
+		t.Errorf("boot log lacks the checkout's script output:\n%s", jobs[0].Log)
+	}
+	if a := s.Annotations(n)["c"]; a.Body != "done" {
+		t.Errorf("annotation %+v", a)
+	}
+	if !jobs[2].Started.After(jobs[1].Finished) && !jobs[2].Started.Equal(jobs[1].Finished) {
+		t.Errorf("the step after the wait started %s, before the gpu step finished %s", jobs[2].Started, jobs[1].Finished)
+	}
+	// The artifact, through the REST API's 302 to storage.
+	arts := restList(t, s, fmt.Sprintf("builds/%d/artifacts", n))
+	if len(arts) != 1 || arts[0]["path"] != "out.txt" || arts[0]["state"] != "finished" {
+		t.Fatalf("artifacts %v", arts)
+	}
+	req, _ := http.NewRequest("GET", arts[0]["download_url"].(string), nil)
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound {
+		t.Fatalf("download: %s, want 302", resp.Status)
+	}
+	got, err := http.Get(resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(got.Body)
+	got.Body.Close()
+	if strings.TrimSpace(string(body)) != "gpu-42" {
+		t.Errorf("artifact content %q, want gpu-42", body)
+	}
+}
+
+func restList(t *testing.T, s *Server, path string) []map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("GET", s.URL()+"v2/organizations/"+s.Org+"/pipelines/"+s.Pipeline+"/"+path, nil)
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestLiveRetryAndPriority: exit 75 is retried by retry.automatic (on
+// whichever agent asks next), exit 3 is not; a higher priority job is
+// dispatched first.
+func TestLiveRetryAndPriority(t *testing.T) {
+	s := newLive(t, `steps:
+  - key: flaky
+    command: 'if [ "$$BUILDKITE_RETRY_COUNT" = 0 ]; then exit 75; fi; echo ok'
+    retry: {automatic: [{exit_status: 75, limit: 1}]}
+  - key: fails
+    command: exit 3
+    retry: {automatic: [{exit_status: 75, limit: 2}]}
+    priority: 5
+`, Options{})
+	n := createBuild(t, s, nil)
+	startAgent(t, s, "a1", "default")
+	b := waitBuild(t, s, n, time.Minute)
+	if b["state"] != "failed" {
+		t.Fatalf("build %v, want failed (one step exits 3)", b["state"])
+	}
+	jobs := s.Jobs(n)
+	var got []string
+	for _, j := range jobs {
+		got = append(got, fmt.Sprintf("%s:%s:%d", j.Key, j.State, *j.Exit))
+	}
+	if strings.Join(got, " ") != "flaky:failed:75 flaky:passed:0 fails:failed:3" {
+		t.Errorf("jobs %v", got)
+	}
+	// The priority-5 step ran before the flaky one's first attempt.
+	if !jobs[2].Started.Before(jobs[0].Started) {
+		t.Errorf("priority 5 started %s, after priority 0 at %s", jobs[2].Started, jobs[0].Started)
+	}
+}
+
+// TestLiveCancelTimeoutAndLostAgent: a canceled build's running job goes
+// canceling and the agent stops it; a step past timeout_in_minutes is
+// timed out; an agent killed mid-job is lost and its job exits -1, which
+// retry.automatic hands to another agent.
+func TestLiveCancelTimeoutAndLostAgent(t *testing.T) {
+	s := newLive(t, `steps:
+  - key: "${WHAT}"
+    command: 'if [ "$$BUILDKITE_AGENT_NAME" = victim ] || [ "$$WHAT" != lost ]; then sleep 60; fi; echo done'
+    timeout_in_minutes: 1
+    retry: {automatic: [{exit_status: -1, limit: 1}]}
+`, Options{Minute: 3 * time.Second, LostAfter: 2 * time.Second})
+	t.Run("cancel", func(t *testing.T) {
+		startAgent(t, s, "c1", "default")
+		n := createBuild(t, s, map[string]string{"WHAT": "cancel"})
+		waitState(t, s, n, "running")
+		rest(t, s, "PUT", fmt.Sprintf("builds/%d/cancel", n), nil)
+		start := time.Now()
+		b := waitBuild(t, s, n, 30*time.Second)
+		if b["state"] != "canceled" || s.Jobs(n)[0].State != "canceled" {
+			t.Fatalf("build %v, jobs %+v", b["state"], s.Jobs(n))
+		}
+		t.Logf("canceled in %s", time.Since(start))
+	})
+	t.Run("timeout", func(t *testing.T) {
+		startAgent(t, s, "t1", "default")
+		n := createBuild(t, s, map[string]string{"WHAT": "timeout"})
+		b := waitBuild(t, s, n, 30*time.Second)
+		if j := s.Jobs(n)[0]; b["state"] != "failed" || j.State != "timed_out" {
+			t.Fatalf("build %v, job %+v", b["state"], j)
+		}
+	})
+	t.Run("lost", func(t *testing.T) {
+		victim := startAgent(t, s, "victim", "default")
+		n := createBuild(t, s, map[string]string{"WHAT": "lost"})
+		waitState(t, s, n, "running")
+		time.Sleep(time.Second) // the job is running, not just accepted
+		_ = victim.cmd.Process.Kill()
+		startAgent(t, s, "rescuer", "default")
+		b := waitBuild(t, s, n, 30*time.Second)
+		jobs := s.Jobs(n)
+		if b["state"] != "passed" || len(jobs) != 2 {
+			t.Fatalf("build %v, jobs %+v", b["state"], jobs)
+		}
+		if j := jobs[0]; j.Agent != "victim" || *j.Exit != -1 || j.SignalReason != "agent_lost" || !j.Retried {
+			t.Errorf("first attempt %+v, want exit -1 agent_lost on victim, retried", j)
+		}
+		if j := jobs[1]; j.Agent != "rescuer" || j.State != "passed" {
+			t.Errorf("retry %+v, want passed on rescuer", j)
+		}
+	})
+}
+
+func waitState(t *testing.T, s *Server, n int, state string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if rest(t, s, "GET", fmt.Sprintf("builds/%d", n), nil)["state"] == state {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("build %d never reached %s: %+v", n, state, s.Jobs(n))
+}
