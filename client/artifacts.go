@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	buildkite "github.com/buildkite/go-buildkite/v4"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // Artifact is a file a job uploaded.
@@ -63,7 +65,7 @@ func FindResult(as []Artifact) *Artifact {
 	var found *Artifact
 	for i := range as {
 		a := &as[i]
-		if path.Clean(a.Path) != ResultArtifact || a.State == "deleted" || a.State == "error" {
+		if path.Clean(a.Path) != contract.ResultFile || a.State == "deleted" || a.State == "error" {
 			continue
 		}
 		if found != nil && found.State == "finished" && a.State != "finished" {

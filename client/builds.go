@@ -8,6 +8,8 @@ import (
 	"time"
 
 	buildkite "github.com/buildkite/go-buildkite/v4"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // Build states Buildkite reports.
@@ -24,16 +26,6 @@ const (
 	StateSkipped   = "skipped"
 	StateNotRun    = "not_run"
 )
-
-// Step keys of the two jobs of a kbgen build: the bootstrap that uploads
-// the pipeline, and the eval step that pipeline adds.
-const (
-	BootstrapStepKey = "bootstrap"
-	EvalStepKey      = "eval"
-)
-
-// ResultArtifact is the path the eval step uploads its FullResult under.
-const ResultArtifact = "result.json"
 
 // Build is what kbgen needs of a Buildkite build.
 type Build struct {
@@ -68,7 +60,7 @@ func (b *Build) Queue() string {
 	if q := b.MetaData["queue"]; q != "" {
 		return q
 	}
-	return b.Env["KERNELBOT_QUEUE"]
+	return b.Env[contract.EnvQueue]
 }
 
 // EvalJob returns the build's latest eval job (a retried job is replaced by
@@ -77,7 +69,7 @@ func (b *Build) EvalJob() *Job {
 	var found *Job
 	for i := range b.Jobs {
 		j := &b.Jobs[i]
-		if j.StepKey == EvalStepKey && j.Type == "script" {
+		if j.StepKey == contract.EvalStepKey && j.Type == "script" {
 			if found == nil || !j.Retried {
 				found = j
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -43,7 +44,7 @@ func (c *Client) Result(ctx context.Context, b *Build) (*payload.FullResult, err
 	}
 	res, perr := ParseResult(data)
 	if perr != nil {
-		return failed(fmt.Sprintf("build %d: %s of the eval job is not a valid FullResult: %v", b.Number, ResultArtifact, perr)), nil
+		return failed(fmt.Sprintf("build %d: %s of the eval job is not a valid FullResult: %v", b.Number, contract.ResultFile, perr)), nil
 	}
 	return res, nil
 }
@@ -83,18 +84,18 @@ func missingReason(b *Build, eval *Job) string {
 	case eval == nil:
 		boot := "the bootstrap job did not run"
 		for _, j := range b.Jobs {
-			if j.StepKey == BootstrapStepKey || (j.Type == "script" && j.StepKey == "") {
+			if j.StepKey == contract.BootstrapStepKey || (j.Type == "script" && j.StepKey == "") {
 				boot = "the bootstrap job ended " + j.State + exitText(j.ExitStatus)
 				break
 			}
 		}
-		return fmt.Sprintf("%s before the eval step was uploaded (%s); no %s", prefix, boot, ResultArtifact)
+		return fmt.Sprintf("%s before the eval step was uploaded (%s); no %s", prefix, boot, contract.ResultFile)
 	case !eval.Started():
-		return fmt.Sprintf("%s: the eval job never started (state %s): no agent on queue %q took it; no %s", prefix, eval.State, b.Queue(), ResultArtifact)
+		return fmt.Sprintf("%s: the eval job never started (state %s): no agent on queue %q took it; no %s", prefix, eval.State, b.Queue(), contract.ResultFile)
 	case eval.State != StatePassed:
-		return fmt.Sprintf("%s: the eval job %s%s without uploading %s", prefix, eval.State, exitText(eval.ExitStatus), ResultArtifact)
+		return fmt.Sprintf("%s: the eval job %s%s without uploading %s", prefix, eval.State, exitText(eval.ExitStatus), contract.ResultFile)
 	}
-	return fmt.Sprintf("%s but the eval job uploaded no %s", prefix, ResultArtifact)
+	return fmt.Sprintf("%s but the eval job uploaded no %s", prefix, contract.ResultFile)
 }
 
 func exitText(code *int) string {

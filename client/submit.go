@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -59,9 +60,9 @@ type Submission struct {
 // message naming the run.
 func (s *Submission) NewBuild() NewBuild {
 	env := payload.SplitEnv(s.Encoded)
-	env[payload.EnvRunID] = s.RunID
-	env[payload.EnvQueue] = s.Queue
-	for k, v := range map[string]string{payload.EnvImage: s.Image, payload.EnvPriority: s.Priority, payload.EnvUser: s.User, payload.EnvBootstrapQueue: s.BootstrapQueue} {
+	env[contract.EnvRunID] = s.RunID
+	env[contract.EnvQueue] = s.Queue
+	for k, v := range map[string]string{contract.EnvImage: s.Image, contract.EnvPriority: s.Priority, contract.EnvUser: s.User, contract.EnvBootstrapQueue: s.BootstrapQueue} {
 		if v != "" {
 			env[k] = v
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // Schedule is how often the poller asks for the build's state, as a
@@ -145,7 +147,7 @@ func (c *Client) Wait(ctx context.Context, number int, opts WaitOptions) (*Build
 		}
 		if j := b.EvalJob(); j != nil && j.State != lastJob {
 			lastJob = j.State
-			emit(Event{Kind: "job", Step: EvalStepKey, State: j.State, Elapsed: elapsed})
+			emit(Event{Kind: "job", Step: contract.EvalStepKey, State: j.State, Elapsed: elapsed})
 		}
 		if b.Finished() {
 			return b, nil

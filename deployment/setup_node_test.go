@@ -291,7 +291,7 @@ func TestSetupNodeStagingIdempotent(t *testing.T) {
 		"created      -rwxr-xr-x /etc/buildkite-agent/kbgen/gpu1/hooks/environment",
 		"2 agents for queue nvidia-l40s", "== staged under "+root+"; nothing started")
 	hook, err := os.ReadFile(filepath.Join(root, "etc/buildkite-agent/kbgen/gpu1/hooks/environment"))
-	if err != nil || !strings.Contains(string(hook), "export KERNELBOT_CPUSET='5-7,13-15'") {
+	if err != nil || !strings.Contains(string(hook), "export KERNELBOT_CPUSET=5-7,13-15") {
 		t.Errorf("hook: %v\n%s", err, hook)
 	}
 	tok := filepath.Join(root, "etc/buildkite-agent/kbgen/token.env")

@@ -10,14 +10,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
 // flavours maps a registry runtime to its Dockerfile.
-var flavours = map[pipelinegen.Runtime]string{
-	pipelinegen.RuntimeNVIDIA: "cuda/Dockerfile",
-	pipelinegen.RuntimeROCm:   "rocm/Dockerfile",
+var flavours = map[contract.Runtime]string{
+	contract.RuntimeNVIDIA: "cuda/Dockerfile",
+	contract.RuntimeROCm:   "rocm/Dockerfile",
 }
 
 var (

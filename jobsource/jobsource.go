@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/gpu-mode/kbgen/examples"
@@ -91,8 +90,9 @@ func (s Source) check(opts Options) error {
 		return usagef("give one of --example, --payload-file or --task")
 	case named == 0 && !opts.DefaultExample:
 		return usagef("no job: pass --payload-file FILE, --task DIR --submission FILE, or --example NAME")
-	case s.Mode != "" && !slices.Contains(payload.Modes, s.Mode):
-		return usagef("unknown --mode %q (want test, benchmark, leaderboard, profile or private)", s.Mode)
+	case s.Mode != "" && !s.Mode.Valid():
+		_, err := payload.ParseMode(string(s.Mode))
+		return usagef("--mode: %v", err)
 	case s.PayloadFile != "" && s.Submission != "":
 		return usagef("--submission goes with --example or --task, not --payload-file")
 	case s.Task != "" && s.Submission == "":

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // Runner runs a command and returns its standard output. Doctor and
@@ -48,17 +50,17 @@ type Machine struct {
 // DetectGPUs finds the machine's GPUs and their runtime: NVIDIA when
 // nvidia-smi output is given or nvidia-smi runs, ROCm when amdgpu devices
 // are in sysfs.
-func DetectGPUs(ctx context.Context, m Machine) (Runtime, []GPU, error) {
+func DetectGPUs(ctx context.Context, m Machine) (contract.Runtime, []GPU, error) {
 	if m.NvidiaSMI != nil {
 		gpus, err := ParseNvidiaSMI(m.NvidiaSMI)
-		return RuntimeNVIDIA, gpus, err
+		return contract.RuntimeNVIDIA, gpus, err
 	}
 	if m.RocmSMI != nil {
 		gpus, err := ReadAMDGPUs(m.Sys, m.RocmSMI)
-		return RuntimeROCm, gpus, err
+		return contract.RuntimeROCm, gpus, err
 	}
 	if amd, err := ReadAMDGPUs(m.Sys, nil); err == nil {
-		return RuntimeROCm, amd, nil
+		return contract.RuntimeROCm, amd, nil
 	}
 	if m.Runner == nil {
 		return "", nil, errors.New("no GPUs found: no amdgpu devices in sysfs and no nvidia-smi output")
@@ -68,7 +70,7 @@ func DetectGPUs(ctx context.Context, m Machine) (Runtime, []GPU, error) {
 		return "", nil, fmt.Errorf("no GPUs found: no amdgpu devices in sysfs, and nvidia-smi failed: %w", err)
 	}
 	gpus, err := ParseNvidiaSMI(out)
-	return RuntimeNVIDIA, gpus, err
+	return contract.RuntimeNVIDIA, gpus, err
 }
 
 // PlanMachine detects GPUs and topology and plans the agents.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/sandbox"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -63,11 +64,11 @@ func (d *Doctor) Run(ctx context.Context) []Check {
 	} else {
 		out = append(out, pass("agents installed", "%d agents for queue %s (%s)", len(plan.Agents), plan.Queue, PlanFile))
 	}
-	rt := RuntimeNVIDIA
+	rt := contract.RuntimeNVIDIA
 	if plan != nil {
 		rt = plan.Runtime
 	} else if _, err := fs.Stat(d.Root, "dev/kfd"); err == nil {
-		rt = RuntimeROCm
+		rt = contract.RuntimeROCm
 	}
 	out = append(out, d.checkDriver(ctx, rt, plan))
 	dockerOK := d.checkDocker(ctx, &out)
@@ -98,11 +99,11 @@ func (d *Doctor) installedPlan() (*Plan, error) {
 	return ParsePlan(data)
 }
 
-func (d *Doctor) checkDriver(ctx context.Context, rt Runtime, plan *Plan) Check {
+func (d *Doctor) checkDriver(ctx context.Context, rt contract.Runtime, plan *Plan) Check {
 	const name = "GPU driver"
 	var gpus []GPU
 	switch rt {
-	case RuntimeROCm:
+	case contract.RuntimeROCm:
 		if _, err := fs.Stat(d.Root, "dev/kfd"); err != nil {
 			return fail(name, "/dev/kfd missing: the amdgpu driver (ROCm) is not loaded")
 		}
@@ -131,7 +132,7 @@ func (d *Doctor) checkDriver(ctx context.Context, rt Runtime, plan *Plan) Check 
 	}
 	for _, a := range plan.Agents {
 		found := slices.ContainsFunc(gpus, func(g GPU) bool {
-			if rt == RuntimeROCm {
+			if rt == contract.RuntimeROCm {
 				return g.RenderNode == a.GPU.RenderNode && g.PCIBus == a.GPU.PCIBus
 			}
 			return g.UUID == a.GPU.UUID
@@ -153,8 +154,8 @@ func (d *Doctor) checkDocker(ctx context.Context, out *[]Check) bool {
 	return true
 }
 
-func (d *Doctor) checkGPURuntime(ctx context.Context, rt Runtime, plan *Plan) Check {
-	if rt == RuntimeROCm {
+func (d *Doctor) checkGPURuntime(ctx context.Context, rt contract.Runtime, plan *Plan) Check {
+	if rt == contract.RuntimeROCm {
 		const name = "ROCm devices"
 		var missing []string
 		nodes := []string{"/dev/kfd"}
@@ -259,7 +260,7 @@ func (d *Doctor) checkIsolation(ctx context.Context, p *Plan, a *Agent, dockerOK
 	if err != nil {
 		return fail(name, "%v", err)
 	}
-	spec, err := sandbox.Plan(steps.GPUDockerConfig{Image: d.Image, Runtime: string(p.Runtime), GPUs: 1},
+	spec, err := sandbox.Plan(steps.GPUDockerConfig{Image: d.Image, Runtime: p.Runtime, GPUs: 1},
 		pl, d.SandboxHost, sandbox.Options{
 			Name:         "kbgen-doctor-" + a.ID,
 			Command:      []string{"sh", "-c", probeScript},

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
@@ -64,7 +65,7 @@ func TestDoctorProbeRealContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Plan{Runtime: RuntimeNVIDIA, Agents: []Agent{{
+	p := &Plan{Runtime: contract.RuntimeNVIDIA, Agents: []Agent{{
 		ID: "gpu0", GPU: GPU{Index: 0, UUID: "GPU-00000000-1111-2222-3333-444444444444"},
 		CPUSet: "0", CPUs: 1, Mems: "0", Memory: "256m", MemoryBytes: 256 << 20,
 	}}}

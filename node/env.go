@@ -3,7 +3,7 @@ package node
 import (
 	"strconv"
 
-	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // EnvVar is one exported variable of an agent's placement.
@@ -15,21 +15,21 @@ type EnvVar struct {
 // variables `kbgen sandbox` enforces, then the vendor visibility variables
 // for tools that run on the host. The visibility variables are a courtesy,
 // not isolation: the sandbox passes the device itself.
-func (a *Agent) Env(rt Runtime) []EnvVar {
-	env := []EnvVar{{sandbox.EnvGPUIndex, strconv.Itoa(a.GPU.Index)}}
+func (a *Agent) Env(rt contract.Runtime) []EnvVar {
+	env := []EnvVar{{contract.EnvGPUIndex, strconv.Itoa(a.GPU.Index)}}
 	switch rt {
-	case RuntimeROCm:
-		env = append(env, EnvVar{sandbox.EnvGPURenderNode, a.GPU.RenderNode})
+	case contract.RuntimeROCm:
+		env = append(env, EnvVar{contract.EnvGPURenderNode, a.GPU.RenderNode})
 	default:
-		env = append(env, EnvVar{sandbox.EnvGPUUUID, a.GPU.UUID})
+		env = append(env, EnvVar{contract.EnvGPUUUID, a.GPU.UUID})
 	}
 	env = append(env,
-		EnvVar{sandbox.EnvCPUSet, a.CPUSet},
-		EnvVar{sandbox.EnvMems, a.Mems},
-		EnvVar{sandbox.EnvMemory, a.Memory},
+		EnvVar{contract.EnvCPUSet, a.CPUSet},
+		EnvVar{contract.EnvMems, a.Mems},
+		EnvVar{contract.EnvMemory, a.Memory},
 	)
 	switch rt {
-	case RuntimeROCm:
+	case contract.RuntimeROCm:
 		// ROCR takes the stable unique id when there is one; HIP indexes
 		// into what ROCR left visible, so it is 0, not the host index.
 		rocr := strconv.Itoa(a.GPU.Index)

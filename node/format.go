@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // WriteTable prints the plan for a person: one row per agent, then what
@@ -14,7 +16,7 @@ func (p *Plan) WriteTable(w io.Writer) error {
 	fmt.Fprintln(tw, "AGENT\tGPU\tMODEL\tPCI BUS\tDEVICE\tNUMA\tCPUSET\tCPUS\tMEMORY")
 	for _, a := range p.Agents {
 		dev := a.GPU.UUID
-		if p.Runtime == RuntimeROCm {
+		if p.Runtime == contract.RuntimeROCm {
 			dev = a.GPU.RenderNode
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n",

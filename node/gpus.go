@@ -10,15 +10,6 @@ import (
 	"strings"
 )
 
-// Runtime is the GPU software stack of a node, the same words the vendor
-// registry uses.
-type Runtime string
-
-const (
-	RuntimeNVIDIA Runtime = "nvidia"
-	RuntimeROCm   Runtime = "rocm"
-)
-
 // GPU is one GPU as the agent that owns it must name it.
 type GPU struct {
 	// Index is the driver's index (nvidia-smi's, or ROCm's KFD order).

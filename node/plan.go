@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // GiB is docker's "g".
@@ -32,8 +34,8 @@ type PlanOptions struct {
 
 // Plan is one agent per GPU with its placement.
 type Plan struct {
-	Queue   string  `json:"queue,omitempty"`
-	Runtime Runtime `json:"runtime"`
+	Queue   string           `json:"queue,omitempty"`
+	Runtime contract.Runtime `json:"runtime"`
 	// ReserveCores and ReserveMemory are what each NUMA node keeps.
 	ReserveCores  int   `json:"reserve_cores_per_node"`
 	ReserveMemory int64 `json:"reserve_memory_bytes_per_node"`
@@ -70,7 +72,7 @@ var ErrTooFewCores = errors.New("too few cores")
 
 // MakePlan places one agent per GPU. numaOf gives each GPU's NUMA node
 // (ok=false when the firmware does not say).
-func MakePlan(topo *Topology, rt Runtime, gpus []GPU, numaOf func(GPU) (int, bool, error), opts PlanOptions) (*Plan, error) {
+func MakePlan(topo *Topology, rt contract.Runtime, gpus []GPU, numaOf func(GPU) (int, bool, error), opts PlanOptions) (*Plan, error) {
 	if len(gpus) == 0 {
 		return nil, errors.New("no GPUs found")
 	}
@@ -177,7 +179,7 @@ func ParsePlan(data []byte) (*Plan, error) {
 	if err := json.Unmarshal(data, &p); err != nil {
 		return nil, fmt.Errorf("parsing plan: %w", err)
 	}
-	if p.Runtime != RuntimeNVIDIA && p.Runtime != RuntimeROCm {
+	if p.Runtime != contract.RuntimeNVIDIA && p.Runtime != contract.RuntimeROCm {
 		return nil, fmt.Errorf("parsing plan: runtime %q is neither nvidia nor rocm", p.Runtime)
 	}
 	return &p, nil

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 func fixtureMachine(t *testing.T, box string) Machine {
@@ -40,13 +42,13 @@ func TestPlanFixtures(t *testing.T) {
 	}
 	tests := []struct {
 		box     string
-		runtime Runtime
+		runtime contract.Runtime
 		agents  []row
 		host    string
 		notes   int
 	}{
 		{
-			box: "h100x8", runtime: RuntimeNVIDIA,
+			box: "h100x8", runtime: contract.RuntimeNVIDIA,
 			// 56 cores per node, 2 for the host, 54/4 = 13 cores each, 2 left over;
 			// (1007.5 GiB - 16 GiB) / 4 = 247.9 GiB, rounded down.
 			agents: []row{
@@ -62,7 +64,7 @@ func TestPlanFixtures(t *testing.T) {
 			host: "0-1,54-57,110-113,166-169,222-223",
 		},
 		{
-			box: "l40sx2", runtime: RuntimeNVIDIA,
+			box: "l40sx2", runtime: contract.RuntimeNVIDIA,
 			// 8 cores, 2 for the host, 3 each; 269 GiB - 16 GiB = 253 / 2.
 			agents: []row{
 				{"gpu0", "GPU-9c3e0000-77aa-1c2d-8e9f-0b1d2c3e0000", "2-4,10-12", "0", "126g", 6},
@@ -72,7 +74,7 @@ func TestPlanFixtures(t *testing.T) {
 			notes: 2,
 		},
 		{
-			box: "mi300xx8", runtime: RuntimeROCm,
+			box: "mi300xx8", runtime: contract.RuntimeROCm,
 			agents: []row{
 				{"gpu0", "/dev/dri/renderD128", "2-24,194-216", "0", "373g", 46},
 				{"gpu1", "/dev/dri/renderD129", "25-47,217-239", "0", "373g", 46},
@@ -95,7 +97,7 @@ func TestPlanFixtures(t *testing.T) {
 			var got []row
 			for _, a := range p.Agents {
 				dev := a.GPU.UUID
-				if p.Runtime == RuntimeROCm {
+				if p.Runtime == contract.RuntimeROCm {
 					dev = a.GPU.RenderNode
 				}
 				got = append(got, row{a.ID, dev, a.CPUSet, a.Mems, a.Memory, a.CPUs})

@@ -11,6 +11,7 @@ import (
 	"text/template"
 
 	"github.com/gpu-mode/kbgen/deployment"
+	"github.com/gpu-mode/kbgen/internal/shellquote"
 )
 
 // Where `kbgen node install` puts things on the node (under --root).
@@ -68,7 +69,7 @@ type File struct {
 }
 
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"shellquote": ShellQuote,
+	"shellquote": shellquote.Quote,
 	"comment":    commentSafe,
 }).ParseFS(deployment.Templates, "agent/*.tmpl", "hooks/*.tmpl", "systemd/*.tmpl"))
 
@@ -227,11 +228,6 @@ func envFile(a *Agent, env []EnvVar) []byte {
 		fmt.Fprintf(&b, "%s=%s\n", e.Name, e.Value)
 	}
 	return b.Bytes()
-}
-
-// ShellQuote single-quotes s for bash.
-func ShellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // commentSafe keeps a driver-reported string (a GPU model name) on one

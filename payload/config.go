@@ -227,10 +227,10 @@ func (c *Config) Validate() error {
 		return errorf(KindInvalidField, "lang", `unknown language %q (want "py" or "cu")`, c.Lang)
 	}
 	if c.Mode == "" {
-		return errorf(KindMissingField, "mode", "missing (want one of %s)", modeList())
+		return errorf(KindMissingField, "mode", "missing (want one of %s)", ModeList())
 	}
-	if !slices.Contains(Modes, c.Mode) {
-		return errorf(KindInvalidField, "mode", "unknown mode %q (want one of %s)", c.Mode, modeList())
+	if _, err := ParseMode(string(c.Mode)); err != nil {
+		return errorf(KindInvalidField, "mode", "%v", err)
 	}
 	if len(c.Sources) == 0 {
 		return errorf(KindEmptySources, "sources", "no source files")
@@ -363,10 +363,29 @@ func isIdentifier(s string) bool {
 	return true
 }
 
-func modeList() string {
+// ModeList is every mode, comma-separated, for messages and --help.
+func ModeList() string {
 	s := make([]string, len(Modes))
 	for i, m := range Modes {
 		s[i] = string(m)
 	}
 	return strings.Join(s, ", ")
+}
+
+// Valid reports whether m is one of Modes (ParseMode says why not).
+func (m Mode) Valid() bool {
+	_, err := ParseMode(string(m))
+	return err == nil
+}
+
+// ParseMode is the one reading of a mode name, for a job's config and for
+// every --mode flag alike: s must be one of Modes, exactly.
+func ParseMode(s string) (Mode, error) {
+	if s == "" {
+		return "", fmt.Errorf("no mode (want one of %s)", ModeList())
+	}
+	if !slices.Contains(Modes, Mode(s)) {
+		return "", fmt.Errorf("unknown mode %q (want one of %s)", s, ModeList())
+	}
+	return Mode(s), nil
 }

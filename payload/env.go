@@ -5,21 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
-)
 
-// Build env keys set by `kbgen submit` and read by the bootstrap step.
-const (
-	EnvPayload       = "KERNELBOT_PAYLOAD"
-	EnvPayloadSHA256 = "KERNELBOT_PAYLOAD_SHA256"
-	EnvRunID         = "KERNELBOT_RUN_ID"
-	EnvQueue         = "KERNELBOT_QUEUE"
-	EnvImage         = "KERNELBOT_IMAGE"
-	EnvPriority      = "KERNELBOT_PRIORITY"
-	EnvUser          = "KERNELBOT_USER"
-	// EnvBootstrapQueue routes the bootstrap step (kbgen generate) to a
-	// queue of Kernelbot's own control agents, the only hosts that hold the
-	// pipeline signing key; unset, it runs on the job's queue.
-	EnvBootstrapQueue = "KERNELBOT_BOOTSTRAP_QUEUE"
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // MaxEnvValue is the largest payload piece put in one env var. Linux refuses
@@ -31,9 +18,9 @@ const MaxEnvValue = 131072 - 64
 // KERNELBOT_PAYLOAD when it fits one string, else KERNELBOT_PAYLOAD_0..N-1;
 // always KERNELBOT_PAYLOAD_SHA256 so the reader can check reassembly.
 func SplitEnv(encoded string) map[string]string {
-	env := map[string]string{EnvPayloadSHA256: Checksum(encoded)}
+	env := map[string]string{contract.EnvPayloadSHA256: Checksum(encoded)}
 	if len(encoded) <= MaxEnvValue {
-		env[EnvPayload] = encoded
+		env[contract.EnvPayload] = encoded
 		return env
 	}
 	for i := 0; len(encoded) > 0; i++ {
@@ -48,7 +35,7 @@ func SplitEnv(encoded string) map[string]string {
 // as os.LookupEnv). It returns KindNoPayload when neither form is present and
 // KindChecksum when the pieces do not match KERNELBOT_PAYLOAD_SHA256.
 func JoinEnv(lookup func(string) (string, bool)) (string, error) {
-	encoded, ok := lookup(EnvPayload)
+	encoded, ok := lookup(contract.EnvPayload)
 	if !ok || encoded == "" {
 		encoded = ""
 		for i := 0; ; i++ {
@@ -60,10 +47,10 @@ func JoinEnv(lookup func(string) (string, bool)) (string, error) {
 		}
 	}
 	if encoded == "" {
-		return "", errorf(KindNoPayload, "", "no %s or %s_0.. in the environment", EnvPayload, EnvPayload)
+		return "", errorf(KindNoPayload, "", "no %s or %s_0.. in the environment", contract.EnvPayload, contract.EnvPayload)
 	}
-	if want, ok := lookup(EnvPayloadSHA256); ok && want != "" && want != Checksum(encoded) {
-		return "", errorf(KindChecksum, EnvPayloadSHA256, "the reassembled payload does not match its checksum (a piece is missing or altered)")
+	if want, ok := lookup(contract.EnvPayloadSHA256); ok && want != "" && want != Checksum(encoded) {
+		return "", errorf(KindChecksum, contract.EnvPayloadSHA256, "the reassembled payload does not match its checksum (a piece is missing or altered)")
 	}
 	return encoded, nil
 }
@@ -77,10 +64,10 @@ func Checksum(encoded string) string {
 // IsPayloadEnvKey reports whether key is one of the env vars that carry
 // the payload, so callers can strip them from a child's environment.
 func IsPayloadEnvKey(key string) bool {
-	if key == EnvPayload || key == EnvPayloadSHA256 {
+	if key == contract.EnvPayload || key == contract.EnvPayloadSHA256 {
 		return true
 	}
-	prefix := EnvPayload + "_"
+	prefix := contract.EnvPayload + "_"
 	if len(key) <= len(prefix) || key[:len(prefix)] != prefix {
 		return false
 	}
@@ -88,4 +75,4 @@ func IsPayloadEnvKey(key string) bool {
 	return err == nil
 }
 
-func chunkKey(i int) string { return fmt.Sprintf("%s_%d", EnvPayload, i) }
+func chunkKey(i int) string { return fmt.Sprintf("%s_%d", contract.EnvPayload, i) }

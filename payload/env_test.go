@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 func TestSplitJoinEnv(t *testing.T) {
@@ -18,7 +20,7 @@ func TestSplitJoinEnv(t *testing.T) {
 				t.Errorf("%s not recognised as a payload key", k)
 			}
 		}
-		_, single := env[EnvPayload]
+		_, single := env[contract.EnvPayload]
 		if single != (size <= MaxEnvValue) {
 			t.Errorf("size %d: single=%v", size, single)
 		}
@@ -31,7 +33,7 @@ func TestSplitJoinEnv(t *testing.T) {
 
 func TestJoinEnvDetectsTampering(t *testing.T) {
 	env := SplitEnv(strings.Repeat("B", 2*MaxEnvValue+5))
-	delete(env, EnvPayload+"_2")
+	delete(env, contract.EnvPayload+"_2")
 	_, err := JoinEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	var je *Error
 	if !errors.As(err, &je) || je.Kind != KindChecksum {

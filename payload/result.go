@@ -98,3 +98,24 @@ func (t *PyTime) UnmarshalJSON(b []byte) error {
 	_, err := time.Parse(pyTimeLayout, s)
 	return err
 }
+
+// ImpliedMode names the mode a result's run keys imply, for a result read
+// back without its job (`kbgen run --publish`): leaderboard when a
+// leaderboard run, or a benchmark run beside a test run, is there; then
+// benchmark, profile, and test.
+func (r *FullResult) ImpliedMode() Mode {
+	_, test := r.Runs[string(ModeTest)]
+	if _, ok := r.Runs[string(ModeLeaderboard)]; ok {
+		return ModeLeaderboard
+	}
+	if _, ok := r.Runs[string(ModeBenchmark)]; ok {
+		if test {
+			return ModeLeaderboard
+		}
+		return ModeBenchmark
+	}
+	if _, ok := r.Runs[string(ModeProfile)+".0"]; ok {
+		return ModeProfile
+	}
+	return ModeTest
+}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // agentBinary finds the real buildkite-agent (v3.50.0, installed by
@@ -99,7 +99,7 @@ func TestAdversarialRunIDSurvivesVerbatim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Env[payload.EnvRunID]; got != adversarialText {
+	if got := s.Env[contract.EnvRunID]; got != adversarialText {
 		t.Errorf("run id after interpolation:\n got %q\nwant %q", got, adversarialText)
 	}
 	if len(s.Plugins) != 1 || len(s.Env) != 2 {
@@ -121,10 +121,10 @@ func TestBootstrapPipeline(t *testing.T) {
 		cmd := exec.Command(agent, "pipeline", "upload", "--dry-run", "--format", "yaml", "../.buildkite/pipeline.yml")
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/root"}
 		if queue != "" {
-			cmd.Env = append(cmd.Env, payload.EnvQueue+"="+queue)
+			cmd.Env = append(cmd.Env, contract.EnvQueue+"="+queue)
 		}
 		if tt.bootstrap != "" {
-			cmd.Env = append(cmd.Env, payload.EnvBootstrapQueue+"="+tt.bootstrap)
+			cmd.Env = append(cmd.Env, contract.EnvBootstrapQueue+"="+tt.bootstrap)
 		}
 		out, err := cmd.Output()
 		if err != nil {

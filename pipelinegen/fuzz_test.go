@@ -12,6 +12,7 @@ import (
 
 	"github.com/buildkite/go-pipeline"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/signing"
 	"github.com/gpu-mode/kbgen/steps"
@@ -121,7 +122,7 @@ func FuzzGenerate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("pipeline needs the uploader's env: %v", err)
 		}
-		if got := evalOf(t, up).Env[payload.EnvRunID]; runID != "" && got != asUTF8(runID) {
+		if got := evalOf(t, up).Env[contract.EnvRunID]; runID != "" && got != asUTF8(runID) {
 			t.Fatalf("run id after the agent's interpolation: %q, want %q", got, runID)
 		}
 
@@ -161,7 +162,7 @@ func checkOnlyTheEvalStep(t *testing.T, p *pipeline.Pipeline, v *Vendor, job Job
 		t.Fatalf("pipeline has %d steps, env %v, extra %v", len(p.Steps), p.Env, p.RemainingFields)
 	}
 	s, ok := p.Steps[0].(*pipeline.CommandStep)
-	if !ok || s.Key != steps.EvalKey || s.Command != steps.RunCommand {
+	if !ok || s.Key != contract.EvalStepKey || s.Command != steps.RunCommand {
 		t.Fatalf("the step is not the eval step: %#v", p.Steps[0])
 	}
 	if s.Matrix != nil || len(s.Secrets) > 0 || !s.Checkout.IsEmpty() {
@@ -176,12 +177,12 @@ func checkOnlyTheEvalStep(t *testing.T, p *pipeline.Pipeline, v *Vendor, job Job
 		t.Fatalf("step routed to %q, want %q", q, v.Queue)
 	}
 	for k := range s.Env {
-		if k != payload.EnvQueue && k != payload.EnvRunID {
+		if k != contract.EnvQueue && k != contract.EnvRunID {
 			t.Fatalf("payload text added env %q", k)
 		}
 	}
-	if s.Env[payload.EnvQueue] != v.Queue {
-		t.Fatalf("env queue %q", s.Env[payload.EnvQueue])
+	if s.Env[contract.EnvQueue] != v.Queue {
+		t.Fatalf("env queue %q", s.Env[contract.EnvQueue])
 	}
 	if v.Backend == BackendKubernetes {
 		// The pod spec is built from the same config; its limits are pinned
@@ -210,7 +211,7 @@ func checkOnlyTheEvalStep(t *testing.T, p *pipeline.Pipeline, v *Vendor, job Job
 	if job.Image != "" {
 		wantImage = job.Image
 	}
-	if got.Image != wantImage || got.Runtime != string(v.Runtime) || got.CPUs != v.Resources.CPUs ||
+	if got.Image != wantImage || got.Runtime != v.Runtime || got.CPUs != v.Resources.CPUs ||
 		got.Memory != v.Resources.Memory || got.ShmSize != v.Resources.ShmSize ||
 		got.PidsLimit != v.Resources.PidsLimit || got.Network != "none" || got.GPUs < 1 || got.GPUs > v.Resources.GPUs {
 		t.Fatalf("plugin config %+v is not the vendor's limits", got)

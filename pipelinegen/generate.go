@@ -12,6 +12,7 @@ import (
 
 	"github.com/buildkite/go-pipeline"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -54,7 +55,7 @@ func Generate(job Job, v *Vendor, opts Options) (*pipeline.Pipeline, error) {
 		return nil, errors.New("generate: no job")
 	}
 	cfg := job.Input.Config
-	for name, val := range map[string]string{payload.EnvRunID: job.RunID, payload.EnvUser: job.User} {
+	for name, val := range map[string]string{contract.EnvRunID: job.RunID, contract.EnvUser: job.User} {
 		// YAML would turn bad bytes into U+FFFD: the step would carry
 		// another run id than the one Kernelbot asked about.
 		if !utf8.ValidString(val) {
@@ -67,7 +68,7 @@ func Generate(job Job, v *Vendor, opts Options) (*pipeline.Pipeline, error) {
 	image := v.Image
 	if job.Image != "" {
 		if !ValidImage(job.Image) {
-			return nil, fmt.Errorf("%s %q is not a valid image reference", payload.EnvImage, job.Image)
+			return nil, fmt.Errorf("%s %q is not a valid image reference", contract.EnvImage, job.Image)
 		}
 		image = job.Image
 	}
@@ -87,16 +88,16 @@ func Generate(job Job, v *Vendor, opts Options) (*pipeline.Pipeline, error) {
 	if job.RunID != "" {
 		runLabel = " · " + steps.Escape(job.RunID)
 	}
-	env := map[string]string{payload.EnvQueue: v.Queue}
+	env := map[string]string{contract.EnvQueue: v.Queue}
 	if job.RunID != "" {
-		env[payload.EnvRunID] = steps.Escape(job.RunID)
+		env[contract.EnvRunID] = steps.Escape(job.RunID)
 	}
 	eval := steps.Eval{
 		Label: fmt.Sprintf("%s %s %s · %s%s", v.Emoji(), v.Donor, v.GPU, cfg.Mode, runLabel),
 		Queue: v.Queue,
 		Plugin: steps.GPUDockerConfig{
 			Image:     image,
-			Runtime:   string(v.Runtime),
+			Runtime:   v.Runtime,
 			GPUs:      gpus,
 			CPUs:      v.Resources.CPUs,
 			Memory:    v.Resources.Memory,
@@ -141,7 +142,7 @@ func stepPriority(mode payload.Mode, override string) (int, error) {
 	if override != "" {
 		p, err := strconv.Atoi(override)
 		if err != nil || p < -maxPriority || p > maxPriority {
-			return 0, fmt.Errorf("%s %q is not an integer from %d to %d", payload.EnvPriority, override, -maxPriority, maxPriority)
+			return 0, fmt.Errorf("%s %q is not an integer from %d to %d", contract.EnvPriority, override, -maxPriority, maxPriority)
 		}
 		return p, nil
 	}
@@ -167,7 +168,7 @@ func concurrencyKey(user string) string {
 // EvalStep finds the eval step of a generated pipeline.
 func EvalStep(p *pipeline.Pipeline) (*pipeline.CommandStep, error) {
 	for _, s := range p.Steps {
-		if cs, ok := s.(*pipeline.CommandStep); ok && cs.Key == steps.EvalKey {
+		if cs, ok := s.(*pipeline.CommandStep); ok && cs.Key == contract.EvalStepKey {
 			return cs, nil
 		}
 	}

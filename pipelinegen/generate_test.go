@@ -6,6 +6,7 @@ import (
 
 	"github.com/buildkite/go-pipeline"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -92,8 +93,8 @@ func TestPriority(t *testing.T) {
 	} {
 		p, err := Generate(Job{Input: exampleIn(t, tt.mode), Priority: tt.override}, v, Options{})
 		if tt.wantErr {
-			if err == nil || !strings.Contains(err.Error(), payload.EnvPriority) {
-				t.Errorf("%s %q: want error naming %s, got %v", tt.mode, tt.override, payload.EnvPriority, err)
+			if err == nil || !strings.Contains(err.Error(), contract.EnvPriority) {
+				t.Errorf("%s %q: want error naming %s, got %v", tt.mode, tt.override, contract.EnvPriority, err)
 			}
 			continue
 		}
@@ -114,10 +115,10 @@ func TestEvalStepShape(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := evalOf(t, p)
-		if s.Command != steps.RunCommand || s.Key != steps.EvalKey {
+		if s.Command != steps.RunCommand || s.Key != contract.EvalStepKey {
 			t.Errorf("%s: command %q key %q", q, s.Command, s.Key)
 		}
-		emoji := map[Runtime]string{RuntimeNVIDIA: ":nvidia:", RuntimeROCm: ":amd:"}[v.Runtime]
+		emoji := map[contract.Runtime]string{contract.RuntimeNVIDIA: ":nvidia:", contract.RuntimeROCm: ":amd:"}[v.Runtime]
 		if !strings.HasPrefix(s.Label, emoji) {
 			t.Errorf("%s: label %q lacks %s", q, s.Label, emoji)
 		}
@@ -167,7 +168,7 @@ func TestUntrustedStringsEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := evalOf(t, p)
-	if got := s.Env[payload.EnvRunID]; got != "$$BUILDKITE_AGENT_ACCESS_TOKEN $${HOME} $$(id)" {
+	if got := s.Env[contract.EnvRunID]; got != "$$BUILDKITE_AGENT_ACCESS_TOKEN $${HOME} $$(id)" {
 		t.Errorf("run id env not escaped: %q", got)
 	}
 	if !strings.Contains(s.Label, "$$BUILDKITE") {

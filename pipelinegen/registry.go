@@ -1,7 +1,7 @@
 // Package pipelinegen turns a Kernelbot job and a vendor profile into the
 // Buildkite pipeline that evaluates it: go-pipeline types in, YAML out. It
-// also holds the vendor registry (one profile per queue) and the upload to
-// `buildkite-agent pipeline upload`.
+// also holds the vendor registry (one profile per queue). The upload to
+// `buildkite-agent pipeline upload` is internal/bkagent's.
 package pipelinegen
 
 import (
@@ -16,34 +16,25 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 //go:embed vendors.yaml
 var embeddedVendors []byte
 
-// EnvVendorsFile names a registry file that replaces the embedded one.
-const EnvVendorsFile = "KBGEN_VENDORS"
-
-// Runtime is the GPU software stack of a vendor's nodes.
-type Runtime string
-
-const (
-	RuntimeNVIDIA Runtime = "nvidia"
-	RuntimeROCm   Runtime = "rocm"
-)
-
 // Vendor is one queue's profile: what hardware it is, what image runs on
 // it, and what one eval step may ask for.
 type Vendor struct {
-	Queue     string    `yaml:"queue"`
-	Aliases   []string  `yaml:"aliases,omitempty"`
-	Donor     string    `yaml:"donor"`
-	GPU       string    `yaml:"gpu"`
-	Runtime   Runtime   `yaml:"runtime"`
-	Arch      *string   `yaml:"arch"`
-	Image     string    `yaml:"image"`
-	Resources Resources `yaml:"resources"`
-	Timeouts  Timeouts  `yaml:"timeouts"`
+	Queue     string           `yaml:"queue"`
+	Aliases   []string         `yaml:"aliases,omitempty"`
+	Donor     string           `yaml:"donor"`
+	GPU       string           `yaml:"gpu"`
+	Runtime   contract.Runtime `yaml:"runtime"`
+	Arch      *string          `yaml:"arch"`
+	Image     string           `yaml:"image"`
+	Resources Resources        `yaml:"resources"`
+	Timeouts  Timeouts         `yaml:"timeouts"`
 	// Backend is how the queue's agents run a step: "docker" (the default:
 	// one agent per GPU, kbgen sandbox) or "kubernetes" (agent-stack-k8s).
 	Backend Backend `yaml:"backend,omitempty"`
@@ -76,7 +67,7 @@ type Timeouts struct {
 
 // Emoji is the Buildkite emoji for the vendor's runtime.
 func (v *Vendor) Emoji() string {
-	if v.Runtime == RuntimeROCm {
+	if v.Runtime == contract.RuntimeROCm {
 		return ":amd:"
 	}
 	return ":nvidia:"
@@ -161,11 +152,11 @@ func (v *Vendor) validate() error {
 		return fmt.Errorf("queue %q must be lower case letters, digits, '.', '_' or '-'", v.Queue)
 	case v.GPU == "":
 		return errors.New("gpu is missing")
-	case v.Runtime != RuntimeNVIDIA && v.Runtime != RuntimeROCm:
-		return fmt.Errorf("runtime %q is not %q or %q", v.Runtime, RuntimeNVIDIA, RuntimeROCm)
+	case v.Runtime != contract.RuntimeNVIDIA && v.Runtime != contract.RuntimeROCm:
+		return fmt.Errorf("runtime %q is not %q or %q", v.Runtime, contract.RuntimeNVIDIA, contract.RuntimeROCm)
 	case v.Arch != nil && !archPattern.MatchString(*v.Arch):
 		return fmt.Errorf("arch %q is not an SM arch like \"90a\"", *v.Arch)
-	case v.Runtime == RuntimeROCm && v.Arch != nil:
+	case v.Runtime == contract.RuntimeROCm && v.Arch != nil:
 		return errors.New("arch is an nvcc setting; leave it null for rocm")
 	case !ValidImage(v.Image):
 		return fmt.Errorf("image %q is not a valid image reference", v.Image)

@@ -12,7 +12,7 @@ import (
 	"github.com/buildkite/go-pipeline/signature"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
-	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // Sign signs every command step of p with key, binding repoURL (the
@@ -162,13 +162,13 @@ func verifySteps(ctx context.Context, ss pipeline.Steps, keys jwk.Set, repoURL s
 // its (signed) env KERNELBOT_QUEUE is routed by its (unsigned) agents.queue
 // somewhere else: a re-routed step. Steps without KERNELBOT_QUEUE pass.
 func CheckQueueBinding(s *pipeline.CommandStep) error {
-	want, ok := s.Env[payload.EnvQueue]
+	want, ok := s.Env[contract.EnvQueue]
 	if !ok {
 		return nil
 	}
 	got := stepQueue(s)
 	if got != want {
-		return fmt.Errorf("step %q: routed to queue %q but signed for queue %q (%s)", stepName(s), got, want, payload.EnvQueue)
+		return fmt.Errorf("step %q: routed to queue %q but signed for queue %q (%s)", stepName(s), got, want, contract.EnvQueue)
 	}
 	return nil
 }

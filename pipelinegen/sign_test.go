@@ -12,9 +12,9 @@ import (
 	"github.com/buildkite/go-pipeline/signature"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/signing"
-	"github.com/gpu-mode/kbgen/steps"
 )
 
 const testRepo = "https://github.com/gpu-mode/kbgen.git"
@@ -115,11 +115,11 @@ func TestTamperingBreaksSignature(t *testing.T) {
 		"plugin memory":  func(s *pipeline.CommandStep) { s.Plugins[0].Config.(map[string]any)["memory"] = "2t" },
 		"plugin source":  func(s *pipeline.CommandStep) { s.Plugins[0].Source = "docker#v5.12.0" },
 		"extra plugin":   func(s *pipeline.CommandStep) { s.Plugins = append(s.Plugins, &pipeline.Plugin{Source: "evil#v1"}) },
-		"env value":      func(s *pipeline.CommandStep) { s.Env[payload.EnvRunID] = "someone-else" },
+		"env value":      func(s *pipeline.CommandStep) { s.Env[contract.EnvRunID] = "someone-else" },
 		"env added":      func(s *pipeline.CommandStep) { s.Env["LD_PRELOAD"] = "/tmp/x.so" },
-		"env removed":    func(s *pipeline.CommandStep) { delete(s.Env, payload.EnvRunID) },
+		"env removed":    func(s *pipeline.CommandStep) { delete(s.Env, contract.EnvRunID) },
 		"queue in env and tags": func(s *pipeline.CommandStep) {
-			s.Env[payload.EnvQueue] = "amd-mi300"
+			s.Env[contract.EnvQueue] = "amd-mi300"
 			s.RemainingFields["agents"] = map[string]any{"queue": "amd-mi300"}
 		},
 		"queue tag only":        func(s *pipeline.CommandStep) { s.RemainingFields["agents"] = map[string]any{"queue": "amd-mi300"} },
@@ -213,7 +213,7 @@ func TestSignRefusesVariableReferences(t *testing.T) {
 	priv, _ := testKeys(t, signing.DefaultAlgorithm)
 	for _, ref := range []string{"$BUILDKITE_AGENT_ACCESS_TOKEN", "${HOME}", "${X:-y}"} {
 		p := &pipeline.Pipeline{Steps: pipeline.Steps{&pipeline.CommandStep{
-			Key: steps.EvalKey, Command: "kbgen run", Env: map[string]string{"A": "x " + ref},
+			Key: contract.EvalStepKey, Command: "kbgen run", Env: map[string]string{"A": "x " + ref},
 		}}}
 		err := Sign(context.Background(), p, priv, testRepo)
 		if err == nil || !strings.Contains(err.Error(), "refers to $") {
@@ -233,8 +233,8 @@ func TestSignSurvivesAgentInterpolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := evalOf(t, up)
-	if s.Env[payload.EnvRunID] != adversarialText {
-		t.Fatalf("run id after upload %q", s.Env[payload.EnvRunID])
+	if s.Env[contract.EnvRunID] != adversarialText {
+		t.Fatalf("run id after upload %q", s.Env[contract.EnvRunID])
 	}
 	if err := signature.VerifyStep(context.Background(), s, pub, testRepo); err != nil {
 		t.Fatalf("the step as the agent stores it does not verify: %v", err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -140,7 +141,7 @@ func (e *evaluation) compile(ctx context.Context, dir string) *payload.CompileRe
 	// The compiler gets the submission's environment: a source can
 	// #include any readable file, /proc/self/environ included.
 	o, err := program{Args: args, Dir: dir, Env: env, Timeout: e.compileTimeout()}.run(ctx)
-	r := &payload.CompileResult{NvccFound: true, NvccVersion: version, Command: shellJoin(args)}
+	r := &payload.CompileResult{NvccFound: true, NvccVersion: version, Command: shellquote.Join(args)}
 	if err != nil {
 		r.Stderr, r.ExitCode = err.Error(), 1
 		return r

@@ -80,16 +80,6 @@ func TestCaptureBoundsMemoryButCountsLines(t *testing.T) {
 	}
 }
 
-func TestShellQuoteMatchesShlex(t *testing.T) {
-	inputs := []string{"", "plain", "a b", "it's", "$HOME", "-DNAME=1", "a;b", "über", "x\ny", "@%+=:,./-_"}
-	want := pythonEval(t, "print(json.dumps([shlex.quote(s) for s in json.load(sys.stdin)]))", inputs)
-	for i, in := range inputs {
-		if got := shellQuote(in); got != want[i] {
-			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want[i])
-		}
-	}
-}
-
 func TestSplitLinesMatchesPython(t *testing.T) {
 	inputs := []string{"", "a", "a\n", "a\nb", "a\r\nb\rc", "a\x0bb\x0cc\x1cd\x1de\x1ef\u0085g\u2028h\u2029i", "\n\n"}
 	want := pythonEval(t, "print(json.dumps(['|'.join(s.splitlines()) for s in json.load(sys.stdin)]))", inputs)

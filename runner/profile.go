@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -45,7 +46,7 @@ var ncuTables = []string{"GPU Throughput", "Pipe Utilization (% of active cycles
 // profile_program does.
 func (e *evaluation) profile(ctx context.Context, keyDir, dir string, call []string, timeout time.Duration, verify func() []string) (*payload.RunResult, *payload.ProfileResult, error) {
 	info, _, _ := e.probe.Wait()
-	outDir := filepath.Join(keyDir, "profile_data")
+	outDir := filepath.Join(keyDir, contract.ProfileDir)
 	if err := os.Mkdir(outDir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("creating profile directory: %w", err)
 	}

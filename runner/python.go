@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -30,7 +31,7 @@ func (e *evaluation) python(ctx context.Context, keyDir string, mode payload.Mod
 	// "compile" step: run the submission once to fill load_inline's
 	// compile cache, as Kernelbot does; its verdict is ignored.
 	warmArgs := []string{py, "submission.py"}
-	e.logf("%s: warm-up %s", mode, shellJoin(warmArgs))
+	e.logf("%s: warm-up %s", mode, shellquote.Join(warmArgs))
 	o, err := program{Args: warmArgs, Dir: warmDir, Env: e.runEnv(&warmupSeed, nil), Timeout: e.compileTimeout(), Verdict: true}.run(ctx)
 	if err != nil {
 		if isNotFound(err) {
@@ -40,7 +41,7 @@ func (e *evaluation) python(ctx context.Context, keyDir string, mode payload.Mod
 	}
 	if strings.Contains(o.Stdout, "-DTORCH_EXTENSION_NAME") && !o.TimedOut {
 		res.Compilation = &payload.CompileResult{
-			NvccFound: true, Success: true, Command: shellJoin(warmArgs),
+			NvccFound: true, Success: true, Command: shellquote.Join(warmArgs),
 			Stdout: o.Stdout, Stderr: o.Stderr, ExitCode: o.ExitCode,
 		}
 	}
@@ -102,7 +103,7 @@ func startFailure(args []string, err error) (*payload.RunResult, *payload.Profil
 		return nil, nil, fmt.Errorf("starting %s: %w", args[0], err)
 	}
 	return &payload.RunResult{
-		Command:  shellJoin(args),
+		Command:  shellquote.Join(args),
 		Stderr:   fmt.Sprintf("kbgen: could not start %s: %v\n", args[0], err),
 		ExitCode: 126,
 		Result:   map[string]string{},

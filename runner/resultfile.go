@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -42,14 +43,14 @@ func WriteResult(out string, res *payload.FullResult) ([]string, error) {
 		if err != nil {
 			continue
 		}
-		p := filepath.Join(filepath.Dir(out), "profile_data", key+".zip")
+		p := filepath.Join(filepath.Dir(out), contract.ProfileDir, key+".zip")
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return files, fmt.Errorf("writing profile: %w", err)
 		}
 		if err := os.WriteFile(p, zipBytes, 0o644); err != nil {
 			return files, fmt.Errorf("writing profile: %w", err)
 		}
-		files = append(files, "profile_data/"+key+".zip")
+		files = append(files, contract.ProfileDir+"/"+key+".zip")
 	}
 	return files, nil
 }
@@ -65,4 +66,15 @@ func MarshalResult(res *payload.FullResult) ([]byte, error) {
 		return nil, fmt.Errorf("encoding result: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// ResultFiles lists an existing result's files as WriteResult returned
+// them: out's name, then the profile traces in profile_data/ beside it.
+func ResultFiles(out string) []string {
+	files := []string{filepath.Base(out)}
+	zips, _ := filepath.Glob(filepath.Join(filepath.Dir(out), contract.ProfileDir, "*.zip"))
+	for _, z := range zips {
+		files = append(files, contract.ProfileDir+"/"+filepath.Base(z))
+	}
+	return files
 }

@@ -12,17 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
 // CompileTimeout is Kernelbot's Timeout.COMPILE: the py warm-up run and
 // nvcc each get this long.
 const CompileTimeout = 120 * time.Second
-
-// Options configure one evaluation.
-// EnvRequireGPU set to 1 (or true) in the runner's environment is
-// Options.RequireGPU (`kbgen run --require-gpu`).
-const EnvRequireGPU = "KBGEN_REQUIRE_GPU"
 
 // Options configure one evaluation.
 type Options struct {
@@ -35,7 +31,7 @@ type Options struct {
 	// Probe gathers SystemInfo; nil starts the real probes.
 	Probe *Probe
 	// RequireGPU makes "no GPU visible" a machine fault (exit 75 in the
-	// CLI) instead of a CPU-only run. The sandbox sets EnvRequireGPU in
+	// CLI) instead of a CPU-only run. The sandbox sets contract.EnvRequireGPU in
 	// every container it gives a GPU.
 	RequireGPU bool
 	// CompileTimeout overrides CompileTimeout (tests).
@@ -306,7 +302,7 @@ func writeCases(keyDir, cases string) (string, error) {
 // consistent `check`, and harness files that did not change.
 func toRunResult(args []string, o *outcome, timeout time.Duration, tampered []string) *payload.RunResult {
 	r := &payload.RunResult{
-		Command: shellJoin(args),
+		Command: shellquote.Join(args),
 		Stdout:  o.Stdout,
 		Stderr:  o.Stderr,
 		Result:  map[string]string{},

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/sandbox/testimage"
@@ -139,11 +140,11 @@ func newAgentJob(t *testing.T, image string, cfg steps.GPUDockerConfig, command 
 		"KERNELBOT_QUEUE":                 "nvidia-l4",
 		"BUILDKITE_AGENT_META_DATA_QUEUE": "nvidia-l4",
 		"KBGEN_SANDBOX_NO_GPU":            "1",
-		EnvGPUIndex:                       "0",
-		EnvGPUUUID:                        "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
-		EnvCPUSet:                         "0",
-		EnvMems:                           "0",
-		EnvMemory:                         "512m",
+		contract.EnvGPUIndex:              "0",
+		contract.EnvGPUUUID:               "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+		contract.EnvCPUSet:                "0",
+		contract.EnvMems:                  "0",
+		contract.EnvMemory:                "512m",
 	}
 	return &agentJob{env: env, checkout: filepath.Join(root, "builds", "gpu-node-1-gpu0", "gpu-mode", "kernelbot")}
 }
@@ -222,7 +223,7 @@ func TestBootstrapEvalStep(t *testing.T) {
 	if !strings.Contains(j.output, `Found 1 files that match "result.json"`) {
 		t.Errorf("the hook did not publish result.json from the job directory:\n%s", tail(j.output, 30))
 	}
-	b, err := os.ReadFile(filepath.Join(j.checkout, ResultFile))
+	b, err := os.ReadFile(filepath.Join(j.checkout, contract.ResultFile))
 	if err != nil {
 		t.Fatalf("no result.json in the job directory %s: %v\n%s", j.checkout, err, j.output)
 	}
@@ -251,8 +252,8 @@ func TestBootstrapEvalStep(t *testing.T) {
 func TestBootstrapRefusesWithoutPlacement(t *testing.T) {
 	testimage.RequireDocker(t)
 	j := newAgentJob(t, "kbgen-test-never-run:latest", smallConfig(), steps.RunCommand)
-	delete(j.env, EnvCPUSet)
-	j.env[payload.EnvPayload] = "unused"
+	delete(j.env, contract.EnvCPUSet)
+	j.env[contract.EnvPayload] = "unused"
 	j.run(t)
 	if j.code != 75 || !strings.Contains(j.output, "KERNELBOT_CPUSET is not set") {
 		t.Errorf("bootstrap exit %d, want 75 with the missing placement named:\n%s", j.code, j.output)
@@ -312,7 +313,7 @@ print("evaluated", mode, cases.strip())
 		j.env[k] = v
 	}
 	j.run(t)
-	b, err := os.ReadFile(filepath.Join(j.checkout, ResultFile))
+	b, err := os.ReadFile(filepath.Join(j.checkout, contract.ResultFile))
 	if err != nil {
 		t.Fatalf("no result.json in the job directory: %v\n%s", err, tail(j.output, 30))
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -16,15 +17,12 @@ import (
 // (./.buildkite/plugins/gpu-docker → gpu-docker → BUILDKITE_PLUGIN_GPU_DOCKER_*).
 const PluginName = "gpu-docker"
 
-// EnvPlugins is the JSON list of the job's plugins and their config.
-const EnvPlugins = "BUILDKITE_PLUGINS"
-
 // ConfigFromEnv reads the gpu-docker plugin config the agent hands to the
 // plugin's hooks. BUILDKITE_PLUGINS is preferred when it names the plugin,
 // because it keeps JSON types; the flat BUILDKITE_PLUGIN_GPU_DOCKER_* vars,
 // which every agent sets, are the fallback.
 func ConfigFromEnv(lookup func(string) (string, bool)) (steps.GPUDockerConfig, error) {
-	if js, ok := lookup(EnvPlugins); ok && strings.TrimSpace(js) != "" {
+	if js, ok := lookup(contract.EnvPlugins); ok && strings.TrimSpace(js) != "" {
 		raw, found, err := pluginFromJSON([]byte(js))
 		if err != nil {
 			return steps.GPUDockerConfig{}, err
@@ -40,7 +38,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (steps.GPUDockerConfig, e
 		}
 	}
 	if len(raw) == 0 {
-		return steps.GPUDockerConfig{}, configErrorf("", "no %s plugin in %s and no %s* variables: run this from the plugin's command hook", PluginName, EnvPlugins, steps.GPUDockerEnvPrefix)
+		return steps.GPUDockerConfig{}, configErrorf("", "no %s plugin in %s and no %s* variables: run this from the plugin's command hook", PluginName, contract.EnvPlugins, steps.GPUDockerEnvPrefix)
 	}
 	return configFromMap(raw)
 }
@@ -50,7 +48,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (steps.GPUDockerConfig, e
 func pluginFromJSON(js []byte) (map[string]any, bool, error) {
 	var list []map[string]json.RawMessage
 	if err := json.Unmarshal(js, &list); err != nil {
-		return nil, false, configErrorf("", "%s is not a JSON list of plugins: %v", EnvPlugins, err)
+		return nil, false, configErrorf("", "%s is not a JSON list of plugins: %v", contract.EnvPlugins, err)
 	}
 	for _, entry := range list {
 		for source, cfg := range entry {
@@ -62,7 +60,7 @@ func pluginFromJSON(js []byte) (map[string]any, bool, error) {
 				dec := json.NewDecoder(bytes.NewReader(cfg))
 				dec.UseNumber()
 				if err := dec.Decode(&raw); err != nil {
-					return nil, false, configErrorf("", "%s: the %s config is not a JSON object: %v", EnvPlugins, source, err)
+					return nil, false, configErrorf("", "%s: the %s config is not a JSON object: %v", contract.EnvPlugins, source, err)
 				}
 			}
 			return raw, true, nil

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/sandbox/testimage"
 	"github.com/gpu-mode/kbgen/steps"
@@ -56,7 +57,7 @@ func runInSandbox(t *testing.T, cfg steps.GPUDockerConfig, script string) contai
 	cfg.Runtime = "nvidia"
 	cpu := strconv.Itoa(runtime.NumCPU() - 1)
 	hostEnv := map[string]string{
-		EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", EnvCPUSet: cpu, EnvMems: "0", EnvMemory: "256m",
+		contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: cpu, contract.EnvMems: "0", contract.EnvMemory: "256m",
 		"KERNELBOT_RUN_ID": "run-1", "BUILDKITE_AGENT_ACCESS_TOKEN": plantedSecret, "AWS_SECRET_ACCESS_KEY": plantedSecret,
 	}
 	pl, err := PlacementFromEnv(lookup(hostEnv))
@@ -278,7 +279,7 @@ func runInSandboxImage(t *testing.T) string {
 // plannedSpec plans script under busybox sh on CPU 0 with small limits.
 func plannedSpec(t *testing.T, image, name, script string) *Spec {
 	t.Helper()
-	pl, err := PlacementFromEnv(lookup(map[string]string{EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", EnvCPUSet: "0", EnvMems: "0", EnvMemory: "128m"}))
+	pl, err := PlacementFromEnv(lookup(map[string]string{contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: "0", contract.EnvMems: "0", contract.EnvMemory: "128m"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestContainerStaleAndSignals(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
 
 	kbgen := testimage.Kbgen(t, testTmp)
-	pl, err := PlacementFromEnv(lookup(map[string]string{EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", EnvCPUSet: "0", EnvMems: "0", EnvMemory: "128m"}))
+	pl, err := PlacementFromEnv(lookup(map[string]string{contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: "0", contract.EnvMems: "0", contract.EnvMemory: "128m"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/buildkite/go-pipeline"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/golden"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
@@ -18,15 +19,15 @@ import (
 // the reference machines (see node/testdata), by runtime.
 var goldenPlacements = []struct {
 	name    string
-	runtime pipelinegen.Runtime
+	runtime contract.Runtime
 	env     map[string]string
 }{
-	{"8xh100-gpu3", pipelinegen.RuntimeNVIDIA, nvidiaPlacementEnv()},
-	{"2xl40s-gpu1", pipelinegen.RuntimeNVIDIA, map[string]string{
-		EnvGPUIndex: "1", EnvGPUUUID: "GPU-0a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9",
-		EnvCPUSet: "9-15", EnvMems: "0", EnvMemory: "120g",
+	{"8xh100-gpu3", contract.RuntimeNVIDIA, nvidiaPlacementEnv()},
+	{"2xl40s-gpu1", contract.RuntimeNVIDIA, map[string]string{
+		contract.EnvGPUIndex: "1", contract.EnvGPUUUID: "GPU-0a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9",
+		contract.EnvCPUSet: "9-15", contract.EnvMems: "0", contract.EnvMemory: "120g",
 	}},
-	{"8xmi300x-gpu5", pipelinegen.RuntimeROCm, rocmPlacementEnv()},
+	{"8xmi300x-gpu5", contract.RuntimeROCm, rocmPlacementEnv()},
 }
 
 // TestGoldenArgv plans the eval step the generator emits for every vendor
@@ -86,7 +87,7 @@ func agentEnv(t *testing.T, step *pipeline.CommandStep, placement map[string]str
 		t.Fatal(err)
 	}
 	env := map[string]string{
-		EnvPlugins:                     string(js),
+		contract.EnvPlugins:            string(js),
 		"BUILDKITE_JOB_ID":             "0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b",
 		"BUILDKITE_COMMAND":            step.Command,
 		"BUILDKITE_AGENT_ACCESS_TOKEN": "agent-token-must-not-leak",

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/signing"
 )
@@ -26,11 +27,6 @@ type Request struct {
 	// Host is the machine; the zero value means LocalHost().
 	Host *Host
 }
-
-// EnvNoGPU=1 is Request.NoGPU from the environment, so an agent-driven
-// test can turn the GPU flags off through the hook. It only ever grants
-// less.
-const EnvNoGPU = "KBGEN_SANDBOX_NO_GPU"
 
 // Job is one planned container run: the argv, its stage and the payload.
 type Job struct {
@@ -81,7 +77,7 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	}
 
 	get := func(k string) string { v, _ := lookup(k); return v }
-	jobID := get("BUILDKITE_JOB_ID")
+	jobID := get(contract.EnvJobID)
 	if jobID == "" {
 		jobID = "local-" + strconv.Itoa(os.Getpid())
 	} else if err := signing.CheckQueueBinding(lookup); err != nil {
@@ -114,7 +110,7 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 		PayloadFile:  stage.PayloadFile,
 		OutDir:       stage.OutDir,
 		Env:          ContainerEnv(lookup),
-		NoGPU:        req.NoGPU || get(EnvNoGPU) == "1",
+		NoGPU:        req.NoGPU || get(contract.EnvSandboxNoGPU) == "1",
 	})
 	if err != nil {
 		return nil, err
@@ -129,7 +125,7 @@ func StageBase(dir string, lookup func(string) (string, bool)) string {
 	if dir != "" {
 		return dir
 	}
-	if bp, _ := lookup("BUILDKITE_BUILD_PATH"); bp != "" {
+	if bp, _ := lookup(contract.EnvBuildPath); bp != "" {
 		return filepath.Join(bp, ".kbgen-stage")
 	}
 	if tmp, _ := lookup("TMPDIR"); tmp != "" {
@@ -162,7 +158,7 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 		return Outcome{}, refusef("%v", err)
 	}
 	defer j.Stage.Remove()
-	result := filepath.Join(outDir, ResultFile)
+	result := filepath.Join(outDir, contract.ResultFile)
 	if err := os.Remove(result); err != nil && !os.IsNotExist(err) {
 		return Outcome{}, fmt.Errorf("removing old %s: %w", result, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/sandbox/testimage"
 )
@@ -49,8 +50,8 @@ func TestNewJob(t *testing.T) {
 		is     func(error) bool
 	}{
 		{"re-routed", map[string]string{"BUILDKITE_AGENT_META_DATA_QUEUE": "amd-mi300"}, func(err error) bool { return errors.As(err, new(*MisroutedError)) }},
-		{"no payload", map[string]string{payload.EnvPayload: ""}, payload.IsJobError},
-		{"refused", map[string]string{EnvMemory: "4g"}, IsRefused},
+		{"no payload", map[string]string{contract.EnvPayload: ""}, payload.IsJobError},
+		{"refused", map[string]string{contract.EnvMemory: "4g"}, IsRefused},
 		{"bad config", map[string]string{"BUILDKITE_PLUGINS": `[{"gpu-docker":{"image":"img:1"}}]`}, IsConfigError},
 	}
 	for _, tt := range tests {
@@ -106,7 +107,7 @@ func TestJobRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	touch(t, out, ResultFile, "stale")
+	touch(t, out, contract.ResultFile, "stale")
 	o, err := j.Run(context.Background(), l, out)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func TestJobRun(t *testing.T) {
 	if o.Code != 3 {
 		t.Errorf("exit code = %d, want 3", o.Code)
 	}
-	if _, err := os.Stat(filepath.Join(out, ResultFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(out, contract.ResultFile)); !os.IsNotExist(err) {
 		t.Errorf("stale result.json survived a run that wrote none: %v", err)
 	}
 	if _, err := os.Stat(j.Stage.Dir); !os.IsNotExist(err) {

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // Placement is *where* this agent's steps run: the share of the node it
@@ -35,38 +37,38 @@ func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
 		return strings.TrimSpace(v)
 	}
 	var p Placement
-	p.GPUIndex = get(EnvGPUIndex)
-	p.GPUUUID = get(EnvGPUUUID)
-	p.RenderNode = get(EnvGPURenderNode)
+	p.GPUIndex = get(contract.EnvGPUIndex)
+	p.GPUUUID = get(contract.EnvGPUUUID)
+	p.RenderNode = get(contract.EnvGPURenderNode)
 
-	for _, k := range []string{EnvCPUSet, EnvMems, EnvMemory} {
+	for _, k := range []string{contract.EnvCPUSet, contract.EnvMems, contract.EnvMemory} {
 		if get(k) == "" {
 			return p, refusef("this agent has no placement: %s is not set (the agent's environment hook, written by `kbgen node install`, exports it)", k)
 		}
 	}
 	var err error
-	if p.CPUs, err = ParseCPUSet(get(EnvCPUSet)); err != nil {
-		return p, refusef("%s: %v", EnvCPUSet, err)
+	if p.CPUs, err = ParseCPUSet(get(contract.EnvCPUSet)); err != nil {
+		return p, refusef("%s: %v", contract.EnvCPUSet, err)
 	}
-	if p.Mems, err = ParseCPUSet(get(EnvMems)); err != nil {
-		return p, refusef("%s: %v", EnvMems, err)
+	if p.Mems, err = ParseCPUSet(get(contract.EnvMems)); err != nil {
+		return p, refusef("%s: %v", contract.EnvMems, err)
 	}
-	if p.Memory, err = ParseSize(get(EnvMemory)); err != nil {
-		return p, refusef("%s: %v", EnvMemory, err)
+	if p.Memory, err = ParseSize(get(contract.EnvMemory)); err != nil {
+		return p, refusef("%s: %v", contract.EnvMemory, err)
 	}
-	if v := get(EnvPidsMax); v != "" {
+	if v := get(contract.EnvPidsMax); v != "" {
 		if p.PidsMax, err = strconv.Atoi(v); err != nil || p.PidsMax <= 0 {
-			return p, refusef("%s: %q is not a positive integer", EnvPidsMax, v)
+			return p, refusef("%s: %q is not a positive integer", contract.EnvPidsMax, v)
 		}
 	}
-	if v := get(EnvShmMax); v != "" {
+	if v := get(contract.EnvShmMax); v != "" {
 		if p.ShmMax, err = ParseSize(v); err != nil {
-			return p, refusef("%s: %v", EnvShmMax, err)
+			return p, refusef("%s: %v", contract.EnvShmMax, err)
 		}
 	}
 	if p.GPUIndex != "" {
 		if n, err := strconv.Atoi(p.GPUIndex); err != nil || n < 0 {
-			return p, refusef("%s: %q is not a GPU index", EnvGPUIndex, p.GPUIndex)
+			return p, refusef("%s: %q is not a GPU index", contract.EnvGPUIndex, p.GPUIndex)
 		}
 	}
 	return p, nil

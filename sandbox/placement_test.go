@@ -3,17 +3,19 @@ package sandbox
 import (
 	"strings"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 func nvidiaPlacementEnv() map[string]string {
 	return map[string]string{
-		EnvGPUIndex: "3",
-		EnvGPUUUID:  "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
-		EnvCPUSet:   "36-47,148-159",
-		EnvMems:     "0",
-		EnvMemory:   "220g",
-		EnvPidsMax:  "8192",
-		EnvShmMax:   "64g",
+		contract.EnvGPUIndex: "3",
+		contract.EnvGPUUUID:  "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+		contract.EnvCPUSet:   "36-47,148-159",
+		contract.EnvMems:     "0",
+		contract.EnvMemory:   "220g",
+		contract.EnvPidsMax:  "8192",
+		contract.EnvShmMax:   "64g",
 	}
 }
 
@@ -35,16 +37,16 @@ func TestPlacementFromEnvRefuses(t *testing.T) {
 		drop   string
 		want   string
 	}{
-		{"no cpuset", nil, EnvCPUSet, "KERNELBOT_CPUSET is not set"},
-		{"no mems", nil, EnvMems, "KERNELBOT_MEMS is not set"},
-		{"no memory", nil, EnvMemory, "KERNELBOT_MEMORY is not set"},
-		{"empty cpuset", map[string]string{EnvCPUSet: " "}, "", "KERNELBOT_CPUSET is not set"},
-		{"bad cpuset", map[string]string{EnvCPUSet: "2-x"}, "", "KERNELBOT_CPUSET"},
-		{"bad mems", map[string]string{EnvMems: "zero"}, "", "KERNELBOT_MEMS"},
-		{"bad memory", map[string]string{EnvMemory: "lots"}, "", "KERNELBOT_MEMORY"},
-		{"bad pids", map[string]string{EnvPidsMax: "-5"}, "", "KERNELBOT_PIDS_MAX"},
-		{"bad shm", map[string]string{EnvShmMax: "big"}, "", "KERNELBOT_SHM_MAX"},
-		{"bad index", map[string]string{EnvGPUIndex: "one"}, "", "KERNELBOT_GPU_INDEX"},
+		{"no cpuset", nil, contract.EnvCPUSet, "KERNELBOT_CPUSET is not set"},
+		{"no mems", nil, contract.EnvMems, "KERNELBOT_MEMS is not set"},
+		{"no memory", nil, contract.EnvMemory, "KERNELBOT_MEMORY is not set"},
+		{"empty cpuset", map[string]string{contract.EnvCPUSet: " "}, "", "KERNELBOT_CPUSET is not set"},
+		{"bad cpuset", map[string]string{contract.EnvCPUSet: "2-x"}, "", "KERNELBOT_CPUSET"},
+		{"bad mems", map[string]string{contract.EnvMems: "zero"}, "", "KERNELBOT_MEMS"},
+		{"bad memory", map[string]string{contract.EnvMemory: "lots"}, "", "KERNELBOT_MEMORY"},
+		{"bad pids", map[string]string{contract.EnvPidsMax: "-5"}, "", "KERNELBOT_PIDS_MAX"},
+		{"bad shm", map[string]string{contract.EnvShmMax: "big"}, "", "KERNELBOT_SHM_MAX"},
+		{"bad index", map[string]string{contract.EnvGPUIndex: "one"}, "", "KERNELBOT_GPU_INDEX"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/gpu-mode/kbgen/runner"
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -25,7 +26,7 @@ const (
 	// ContainerOutDir is the writable host directory result.json goes to.
 	ContainerOutDir = "/kbgen/out"
 	// ContainerResult is the runner's result file.
-	ContainerResult = ContainerOutDir + "/" + ResultFile
+	ContainerResult = ContainerOutDir + "/" + contract.ResultFile
 	// ContainerWorkDir is the tmpfs the runner writes sources to, compiles
 	// and runs in (mounted with exec).
 	ContainerWorkDir = "/work"
@@ -33,9 +34,6 @@ const (
 	// so the image needs no passwd entry; runner images create their user
 	// with this uid.
 	ContainerUser = "1000:1000"
-	// ResultFile is the name of the runner's result in the out directory
-	// and, after the run, in the job's working directory.
-	ResultFile = "result.json"
 )
 
 // Defaults for what a step leaves unset.
@@ -127,7 +125,7 @@ func (s *Spec) String() string {
 		b.WriteString(" \\\n ")
 		for _, w := range l {
 			b.WriteByte(' ')
-			b.WriteString(shellQuote(w))
+			b.WriteString(shellquote.Quote(w))
 		}
 	}
 	b.WriteByte('\n')
@@ -147,15 +145,6 @@ func (s *Spec) Summary() string {
 		}
 	}
 	return s.Name + ": " + strings.Join(parts, ", ")
-}
-
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
-
-func shellQuote(s string) string {
-	if shellSafe.MatchString(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // imageRef is a registry reference that cannot be mistaken for a flag.
@@ -224,7 +213,7 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 			return nil, configErrorf("memory", "%v", err)
 		}
 		if mem > pl.Memory {
-			return nil, refusef("memory: %s asked, this agent owns %s (%s)", FormatSize(mem), FormatSize(pl.Memory), EnvMemory)
+			return nil, refusef("memory: %s asked, this agent owns %s (%s)", FormatSize(mem), FormatSize(pl.Memory), contract.EnvMemory)
 		}
 	}
 	add("--memory", FormatSize(mem))
@@ -253,7 +242,7 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	}
 	if cfg.PidsLimit > 0 {
 		if pl.PidsMax > 0 && cfg.PidsLimit > pl.PidsMax {
-			return nil, refusef("pids-limit: %d asked, this agent allows %d (%s)", cfg.PidsLimit, pl.PidsMax, EnvPidsMax)
+			return nil, refusef("pids-limit: %d asked, this agent allows %d (%s)", cfg.PidsLimit, pl.PidsMax, contract.EnvPidsMax)
 		}
 		pids = cfg.PidsLimit
 	}
@@ -286,7 +275,7 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	if !opts.NoGPU {
 		// A container that was given a GPU but sees none is the machine's
 		// fault: the runner then exits 75 and Buildkite retries elsewhere.
-		add("--env", runner.EnvRequireGPU+"=1")
+		add("--env", contract.EnvRequireGPU+"=1")
 	}
 	// The command's first word is the entrypoint, so an image's own
 	// ENTRYPOINT (a runner image may use kbgen) never wraps our command.
@@ -305,24 +294,24 @@ func gpuFlags(cfg steps.GPUDockerConfig, pl Placement, host Host) ([][]string, e
 		return nil, refusef("gpus: %d asked, this agent owns one GPU", cfg.GPUs)
 	}
 	switch cfg.Runtime {
-	case "nvidia":
+	case contract.RuntimeNVIDIA:
 		if pl.GPUUUID == "" {
-			return nil, refusef("this agent has no NVIDIA GPU placement: %s is not set", EnvGPUUUID)
+			return nil, refusef("this agent has no NVIDIA GPU placement: %s is not set", contract.EnvGPUUUID)
 		}
 		if !nvidiaUUID.MatchString(pl.GPUUUID) {
-			return nil, refusef("%s: %q is not an NVIDIA GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", EnvGPUUUID, pl.GPUUUID)
+			return nil, refusef("%s: %q is not an NVIDIA GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", contract.EnvGPUUUID, pl.GPUUUID)
 		}
 		// By UUID, never index: indexes change with driver reloads and
 		// CUDA_VISIBLE_DEVICES alone is a hint the submission can unset.
 		// --gpus goes through the NVIDIA container toolkit's hook with the
 		// default runc runtime, so no --runtime nvidia is needed.
 		return [][]string{{"--gpus", "device=" + pl.GPUUUID}}, nil
-	case "rocm":
+	case contract.RuntimeROCm:
 		if pl.RenderNode == "" {
-			return nil, refusef("this agent has no AMD GPU placement: %s is not set", EnvGPURenderNode)
+			return nil, refusef("this agent has no AMD GPU placement: %s is not set", contract.EnvGPURenderNode)
 		}
 		if !renderNode.MatchString(pl.RenderNode) {
-			return nil, refusef("%s: %q is not a render node (/dev/dri/renderD<n>)", EnvGPURenderNode, pl.RenderNode)
+			return nil, refusef("%s: %q is not a render node (/dev/dri/renderD<n>)", contract.EnvGPURenderNode, pl.RenderNode)
 		}
 		var gids []int
 		// The agent's own render node first: it is what a misplaced agent
@@ -371,19 +360,15 @@ func IsRunnerCommand(cmd []string) bool {
 	return len(cmd) >= 2 && (cmd[0] == "kbgen" || cmd[0] == ContainerRunner) && cmd[1] == "run"
 }
 
-// EnvInSandbox=1 tells the runner it runs in a container the sandbox
-// started (so the sandbox already checked the step's routing).
-const EnvInSandbox = "KBGEN_SANDBOX"
-
 // AllowedEnv are the host variables passed into the container, by name.
 // An allow-list: the agent's token, the build's secrets and the payload
 // itself (it travels as a file) never get in, whatever they are called.
-var AllowedEnv = []string{"KERNELBOT_RUN_ID"}
+var AllowedEnv = []string{contract.EnvRunID}
 
 // ContainerEnv is the container's whole environment: fixed entries plus
 // the allowed host variables that are set.
 func ContainerEnv(lookup func(string) (string, bool)) []string {
-	env := []string{"HOME=/tmp", "TMPDIR=/tmp", EnvInSandbox + "=1"}
+	env := []string{"HOME=/tmp", "TMPDIR=/tmp", contract.EnvInSandbox + "=1"}
 	for _, k := range AllowedEnv {
 		if v, ok := lookup(k); ok && v != "" && !strings.ContainsAny(v, "\n\x00") {
 			env = append(env, k+"="+v)

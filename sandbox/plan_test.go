@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
-func testConfig(runtime string) steps.GPUDockerConfig {
+func testConfig(runtime contract.Runtime) steps.GPUDockerConfig {
 	return steps.GPUDockerConfig{Image: "kbgen-runner:test", Runtime: runtime, GPUs: 1, CPUs: 12, Memory: "200g", ShmSize: "32g", PidsLimit: 4096, Network: "none"}
 }
 
@@ -49,11 +50,11 @@ var amdDevices = map[string]Device{
 
 func rocmPlacementEnv() map[string]string {
 	env := nvidiaPlacementEnv()
-	delete(env, EnvGPUUUID)
-	env[EnvGPURenderNode] = "/dev/dri/renderD168"
-	env[EnvGPUIndex] = "5"
-	env[EnvCPUSet] = "60-71,172-183"
-	env[EnvMems] = "1"
+	delete(env, contract.EnvGPUUUID)
+	env[contract.EnvGPURenderNode] = "/dev/dri/renderD168"
+	env[contract.EnvGPUIndex] = "5"
+	env[contract.EnvCPUSet] = "60-71,172-183"
+	env[contract.EnvMems] = "1"
 	return env
 }
 
@@ -147,9 +148,9 @@ func TestPlanROCm(t *testing.T) {
 func TestPlanNoGPU(t *testing.T) {
 	opts := testOptions()
 	opts.NoGPU = true
-	for _, rt := range []string{"nvidia", "rocm"} {
+	for _, rt := range []contract.Runtime{contract.RuntimeNVIDIA, contract.RuntimeROCm} {
 		env := nvidiaPlacementEnv()
-		if rt == "rocm" {
+		if rt == contract.RuntimeROCm {
 			env = rocmPlacementEnv()
 		}
 		s, err := Plan(testConfig(rt), mustPlacement(t, env), fakeHost(t, amdDevices), opts)
@@ -167,9 +168,9 @@ func TestPlanNoGPU(t *testing.T) {
 func TestPlanDefaults(t *testing.T) {
 	cfg := steps.GPUDockerConfig{Image: "img", Runtime: "nvidia"}
 	env := nvidiaPlacementEnv()
-	delete(env, EnvPidsMax)
-	delete(env, EnvShmMax)
-	env[EnvMemory] = "4g"
+	delete(env, contract.EnvPidsMax)
+	delete(env, contract.EnvShmMax)
+	env[contract.EnvMemory] = "4g"
 	s, err := Plan(cfg, mustPlacement(t, env), fakeHost(t, nil), testOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +190,7 @@ func TestPlanDefaults(t *testing.T) {
 func TestPlanRefuses(t *testing.T) {
 	tests := []struct {
 		name    string
-		runtime string
+		runtime contract.Runtime
 		cfg     func(*steps.GPUDockerConfig)
 		env     func(map[string]string)
 		opts    func(*Options)
@@ -203,13 +204,13 @@ func TestPlanRefuses(t *testing.T) {
 		{"more shm than memory", "nvidia", func(c *steps.GPUDockerConfig) { c.ShmSize = "16g"; c.Memory = "8g" }, nil, nil, true, "allows 8g"},
 		{"more pids", "nvidia", func(c *steps.GPUDockerConfig) { c.PidsLimit = 9000 }, nil, nil, true, "allows 8192"},
 		{"network", "nvidia", func(c *steps.GPUDockerConfig) { c.Network = "host" }, nil, nil, true, "no network"},
-		{"no uuid", "nvidia", nil, func(e map[string]string) { delete(e, EnvGPUUUID) }, nil, true, "KERNELBOT_GPU_UUID is not set"},
-		{"bad uuid", "nvidia", nil, func(e map[string]string) { e[EnvGPUUUID] = "GPU-3" }, nil, true, "not an NVIDIA GPU UUID"},
-		{"uuid injection", "nvidia", nil, func(e map[string]string) { e[EnvGPUUUID] = "all" }, nil, true, "not an NVIDIA GPU UUID"},
-		{"no render node", "rocm", nil, func(e map[string]string) { delete(e, EnvGPURenderNode) }, nil, true, "KERNELBOT_GPU_RENDER_NODE is not set"},
-		{"render node missing", "rocm", nil, func(e map[string]string) { e[EnvGPURenderNode] = "/dev/dri/renderD130" }, nil, true, "/dev/dri/renderD130 is not there"},
-		{"render node not a device", "rocm", nil, func(e map[string]string) { e[EnvGPURenderNode] = "/dev/dri/renderD200" }, nil, true, "not a character device"},
-		{"render node path", "rocm", nil, func(e map[string]string) { e[EnvGPURenderNode] = "/dev/dri/card0" }, nil, true, "not a render node"},
+		{"no uuid", "nvidia", nil, func(e map[string]string) { delete(e, contract.EnvGPUUUID) }, nil, true, "KERNELBOT_GPU_UUID is not set"},
+		{"bad uuid", "nvidia", nil, func(e map[string]string) { e[contract.EnvGPUUUID] = "GPU-3" }, nil, true, "not an NVIDIA GPU UUID"},
+		{"uuid injection", "nvidia", nil, func(e map[string]string) { e[contract.EnvGPUUUID] = "all" }, nil, true, "not an NVIDIA GPU UUID"},
+		{"no render node", "rocm", nil, func(e map[string]string) { delete(e, contract.EnvGPURenderNode) }, nil, true, "KERNELBOT_GPU_RENDER_NODE is not set"},
+		{"render node missing", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/renderD130" }, nil, true, "/dev/dri/renderD130 is not there"},
+		{"render node not a device", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/renderD200" }, nil, true, "not a character device"},
+		{"render node path", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/card0" }, nil, true, "not a render node"},
 		{"comma in host path", "nvidia", nil, nil, func(o *Options) { o.OutDir = "/tmp/a,readonly=false" }, true, "comma"},
 		{"no image", "nvidia", func(c *steps.GPUDockerConfig) { c.Image = "" }, nil, nil, false, "image: missing"},
 		{"image like a flag", "nvidia", func(c *steps.GPUDockerConfig) { c.Image = "--privileged" }, nil, nil, false, "not an image reference"},

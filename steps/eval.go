@@ -5,20 +5,16 @@ import (
 	"fmt"
 
 	"github.com/buildkite/go-pipeline"
-)
 
-// EvalKey is the key of the eval step; `kbgen submit` finds result.json
-// among this step's artifacts.
-const EvalKey = "eval"
+	"github.com/gpu-mode/kbgen/internal/contract"
+)
 
 // RunCommand is what the eval step runs inside the container.
 const RunCommand = "kbgen run"
 
-// ResultArtifact and ProfileArtifacts are the eval step's artifact paths.
-const (
-	ResultArtifact   = "result.json"
-	ProfileArtifacts = "profile_data/**/*"
-)
+// ProfileArtifacts is the eval step's artifact path for profile traces,
+// beside contract.ResultFile.
+const ProfileArtifacts = contract.ProfileDir + "/**/*"
 
 // Eval describes one eval step. Every string that came from a payload or
 // the build env must already be escaped with Escape.
@@ -46,7 +42,7 @@ func (e Eval) CommandStep() (*pipeline.CommandStep, error) {
 	}
 	rest := map[string]any{
 		"agents":             map[string]any{"queue": e.Queue},
-		"artifact_paths":     []any{ResultArtifact, ProfileArtifacts},
+		"artifact_paths":     []any{contract.ResultFile, ProfileArtifacts},
 		"timeout_in_minutes": e.TimeoutMinutes,
 		"priority":           e.Priority,
 		"retry":              InfraRetry(),
@@ -56,7 +52,7 @@ func (e Eval) CommandStep() (*pipeline.CommandStep, error) {
 		rest["concurrency"] = max(e.Concurrency, 1)
 	}
 	return &pipeline.CommandStep{
-		Key:             EvalKey,
+		Key:             contract.EvalStepKey,
 		Label:           e.Label,
 		Command:         RunCommand,
 		Plugins:         pipeline.Plugins{plugin},

@@ -2,6 +2,8 @@
 // step per backend, its plugin blocks, retry rules, timeouts and priority.
 package steps
 
+import "github.com/gpu-mode/kbgen/internal/contract"
+
 // GPUDockerPluginSource is the local plugin in this repository that runs a
 // step through `kbgen sandbox` (.buildkite/plugins/gpu-docker).
 const GPUDockerPluginSource = "./.buildkite/plugins/gpu-docker"
@@ -16,7 +18,7 @@ type GPUDockerConfig struct {
 	// Image is the runner image (registry reference, ideally by digest).
 	Image string `json:"image" yaml:"image"`
 	// Runtime is the GPU flavour: "nvidia" or "rocm".
-	Runtime string `json:"runtime" yaml:"runtime"`
+	Runtime contract.Runtime `json:"runtime" yaml:"runtime"`
 	// GPUs is how many GPUs the step asks for (the agent owns one).
 	GPUs int `json:"gpus" yaml:"gpus"`
 	// CPUs is how many CPUs of the agent's cpuset the step asks for.

@@ -3,6 +3,8 @@ package steps
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // KubernetesPluginSource is the plugin name agent-stack-k8s reserves: the
@@ -24,7 +26,7 @@ const (
 // deployment/k8s and docs/isolation.md.
 func KubernetesPodSpec(c GPUDockerConfig) (map[string]any, error) {
 	gpuResource := NVIDIAGPUResource
-	if c.Runtime == "rocm" {
+	if c.Runtime == contract.RuntimeROCm {
 		gpuResource = AMDGPUResource
 	}
 	memory, err := kubernetesQuantity(c.Memory)

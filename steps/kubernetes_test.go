@@ -3,6 +3,8 @@ package steps
 import (
 	"reflect"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 func TestKubernetesQuantity(t *testing.T) {
@@ -20,7 +22,7 @@ func TestKubernetesQuantity(t *testing.T) {
 }
 
 func TestKubernetesPodSpecIsGuaranteedQoS(t *testing.T) {
-	for runtime, gpuRes := range map[string]string{"nvidia": NVIDIAGPUResource, "rocm": AMDGPUResource} {
+	for runtime, gpuRes := range map[contract.Runtime]string{contract.RuntimeNVIDIA: NVIDIAGPUResource, contract.RuntimeROCm: AMDGPUResource} {
 		spec, err := KubernetesPodSpec(GPUDockerConfig{Image: "img:1", Runtime: runtime, GPUs: 1, CPUs: 8, Memory: "64g", ShmSize: "16g", PidsLimit: 4096, Network: "none"})
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 )
@@ -39,7 +40,7 @@ func BenchmarkGenerateProcess(b *testing.B) {
 	if len(enc) < 60<<10 || len(enc) > 70<<10 {
 		b.Fatalf("payload is %d bytes, not ~64 KiB", len(enc))
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), payload.EnvQueue + "=nvidia-h100", payload.EnvRunID + "=bench"}
+	env := []string{"PATH=" + os.Getenv("PATH"), contract.EnvQueue + "=nvidia-h100", contract.EnvRunID + "=bench"}
 	for k, v := range payload.SplitEnv(enc) {
 		env = append(env, k+"="+v)
 	}

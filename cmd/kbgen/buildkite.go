@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
 
@@ -30,7 +31,7 @@ var clientHook func(*client.Options)
 
 // newClient builds the API client from flags and the environment.
 func (f *BuildkiteFlags) newClient(g *Globals, needPipeline bool) (*client.Client, error) {
-	token := strings.TrimSpace(g.Getenv("BUILDKITE_API_TOKEN"))
+	token := strings.TrimSpace(g.Getenv(contract.EnvAPIToken))
 	if f.TokenFile != "" {
 		b, err := os.ReadFile(f.TokenFile)
 		if err != nil {
@@ -42,9 +43,9 @@ func (f *BuildkiteFlags) newClient(g *Globals, needPipeline bool) (*client.Clien
 		return nil, withCode(exitcode.Usage, errors.New("no Buildkite API token: set BUILDKITE_API_TOKEN or pass --token-file"))
 	}
 	opts := client.Options{
-		APIURL:   firstNonEmpty(f.APIURL, g.Getenv("BUILDKITE_API_URL")),
-		Org:      firstNonEmpty(f.Org, g.Getenv("BUILDKITE_ORG")),
-		Pipeline: firstNonEmpty(f.Pipeline, g.Getenv("BUILDKITE_PIPELINE")),
+		APIURL:   firstNonEmpty(f.APIURL, g.Getenv(contract.EnvAPIURL)),
+		Org:      firstNonEmpty(f.Org, g.Getenv(contract.EnvOrg)),
+		Pipeline: firstNonEmpty(f.Pipeline, g.Getenv(contract.EnvPipeline)),
 		Token:    token,
 	}
 	if opts.Org == "" {

@@ -9,6 +9,8 @@ import (
 	"github.com/buildkite/go-pipeline"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
+	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
@@ -22,7 +24,7 @@ type GenerateCmd struct {
 	PayloadFile string `help:"Read the job from FILE (- for stdin) instead of KERNELBOT_PAYLOAD*. FILE may hold the encoded payload or the plain JSON config." placeholder:"FILE"`
 	Vendors     string `help:"Vendor registry YAML replacing the built-in one. Default: KBGEN_VENDORS." placeholder:"FILE"`
 	Upload      bool   `help:"Pipe the pipeline into 'buildkite-agent pipeline upload' instead of printing it."`
-	Agent       string `help:"The agent CLI used by --upload." default:"buildkite-agent" hidden:""`
+	Agent       string `help:"The agent CLI used by --upload." default:"${agent_cli}" hidden:""`
 
 	SigningKey   string `help:"Sign every step with the private JWKS in FILE (from 'kbgen keygen'), so vendor agents started with --verification-jwks-file run only steps kbgen generated. Default: KBGEN_SIGNING_KEY." placeholder:"FILE"`
 	SigningKeyID string `help:"Key id to sign with when the JWKS holds several keys (during a rotation), e.g. kernelbot-2026-11. Default: KBGEN_SIGNING_KEY_ID, or the only key." placeholder:"ID"`
@@ -81,10 +83,10 @@ func (c *GenerateCmd) Run(g *Globals) error {
 	}
 	queue := c.Queue
 	if queue == "" {
-		queue = g.Getenv(payload.EnvQueue)
+		queue = g.Getenv(contract.EnvQueue)
 	}
 	if queue == "" {
-		return withCode(exitcode.Usage, fmt.Errorf("no queue: pass --queue or set %s (known: %s)", payload.EnvQueue, joinNames(reg.Queues())))
+		return withCode(exitcode.Usage, fmt.Errorf("no queue: pass --queue or set %s (known: %s)", contract.EnvQueue, joinNames(reg.Queues())))
 	}
 	vendor, err := reg.Lookup(queue)
 	if err != nil {
@@ -92,11 +94,11 @@ func (c *GenerateCmd) Run(g *Globals) error {
 	}
 	job := pipelinegen.Job{
 		Input:    in,
-		RunID:    g.Getenv(payload.EnvRunID),
+		RunID:    g.Getenv(contract.EnvRunID),
 		Queue:    queue,
-		Image:    g.Getenv(payload.EnvImage),
-		Priority: g.Getenv(payload.EnvPriority),
-		User:     g.Getenv(payload.EnvUser),
+		Image:    g.Getenv(contract.EnvImage),
+		Priority: g.Getenv(contract.EnvPriority),
+		User:     g.Getenv(contract.EnvUser),
 	}
 	p, err := pipelinegen.Generate(job, vendor, pipelinegen.Options{})
 	if err != nil {
@@ -120,7 +122,11 @@ func (c *GenerateCmd) emit(g *Globals, p *pipeline.Pipeline) error {
 		_, err := g.Stdout.Write(doc)
 		return err
 	}
-	if err := pipelinegen.Upload(context.Background(), c.Agent, doc); err != nil {
+	agent, err := bkagent.Find(c.Agent, g.Environ())
+	if err != nil {
+		return fmt.Errorf("uploading pipeline: %w (run inside a Buildkite job, or print the pipeline without --upload)", err)
+	}
+	if err := agent.PipelineUpload(context.Background(), doc); err != nil {
 		return err
 	}
 	fmt.Fprintln(g.Stderr, "kbgen: pipeline uploaded")
@@ -130,12 +136,12 @@ func (c *GenerateCmd) emit(g *Globals, p *pipeline.Pipeline) error {
 // loadSigningKey resolves the signing flags and their env defaults and
 // loads the key, so a missing or wrong key fails before any work.
 func (c *GenerateCmd) loadSigningKey(g *Globals) error {
-	c.SigningKey = cmp.Or(c.SigningKey, g.Getenv("KBGEN_SIGNING_KEY"))
+	c.SigningKey = cmp.Or(c.SigningKey, g.Getenv(contract.EnvSigningKey))
 	if c.SigningKey == "" {
 		return nil
 	}
-	c.SigningKeyID = cmp.Or(c.SigningKeyID, g.Getenv("KBGEN_SIGNING_KEY_ID"))
-	c.RepoURL = cmp.Or(c.RepoURL, g.Getenv("BUILDKITE_REPO"))
+	c.SigningKeyID = cmp.Or(c.SigningKeyID, g.Getenv(contract.EnvSigningKeyID))
+	c.RepoURL = cmp.Or(c.RepoURL, g.Getenv(contract.EnvRepo))
 	if c.RepoURL == "" {
 		return withCode(exitcode.Usage, errors.New("signing binds the repository URL: pass --repo-url or set BUILDKITE_REPO"))
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 )
@@ -21,10 +22,10 @@ func exampleEncoded(t *testing.T) string {
 
 func TestGenerateFromBuildEnv(t *testing.T) {
 	env := payload.SplitEnv(exampleEncoded(t))
-	env[payload.EnvQueue] = "b200"
-	env[payload.EnvRunID] = "run-$HOME"
-	env[payload.EnvUser] = "alice"
-	env[payload.EnvPriority] = "3"
+	env[contract.EnvQueue] = "b200"
+	env[contract.EnvRunID] = "run-$HOME"
+	env[contract.EnvUser] = "alice"
+	env[contract.EnvPriority] = "3"
 	r := runKbgen(t, env, "", "generate")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -34,7 +35,7 @@ func TestGenerateFromBuildEnv(t *testing.T) {
 			t.Errorf("pipeline lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if strings.Contains(r.stdout, env[payload.EnvPayload]) {
+	if strings.Contains(r.stdout, env[contract.EnvPayload]) {
 		t.Error("the payload must not be copied into the pipeline (it travels in the build env)")
 	}
 }
@@ -48,14 +49,14 @@ func TestGenerateSplitPayloadFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := payload.SplitEnv(enc)
-	if _, single := env[payload.EnvPayload]; single {
+	if _, single := env[contract.EnvPayload]; single {
 		t.Fatalf("test payload of %d bytes was not split", len(enc))
 	}
-	env[payload.EnvQueue] = "mi300"
+	env[contract.EnvQueue] = "mi300"
 	if r := runKbgen(t, env, "", "generate"); r.code != 0 || !strings.Contains(r.stdout, "queue: amd-mi300") {
 		t.Fatalf("split payload: exit %d %s", r.code, r.stderr)
 	}
-	env[payload.EnvPayload+"_1"] = "AAAA" + env[payload.EnvPayload+"_1"][4:]
+	env[contract.EnvPayload+"_1"] = "AAAA" + env[contract.EnvPayload+"_1"][4:]
 	r := runKbgen(t, env, "", "generate")
 	if r.code != 65 || !strings.Contains(r.stderr, "checksum") {
 		t.Fatalf("tampered split payload: exit %d %s", r.code, r.stderr)
@@ -80,7 +81,7 @@ func TestGenerateUploadPipesYAMLOnStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := payload.SplitEnv(exampleEncoded(t))
-	env[payload.EnvQueue] = "h100"
+	env[contract.EnvQueue] = "h100"
 	r := runKbgen(t, env, "", "generate", "--upload", "--agent", agent)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -96,7 +97,7 @@ func TestGenerateUploadPipesYAMLOnStdin(t *testing.T) {
 	if r.stdout != "" {
 		t.Errorf("--upload printed the pipeline too: %q", r.stdout)
 	}
-	t.Setenv("FAIL", "1")
+	env["FAIL"] = "1"
 	r = runKbgen(t, env, "", "generate", "--upload", "--agent", agent)
 	if r.code != 1 || !strings.Contains(r.stderr, "422 invalid step") {
 		t.Fatalf("failing upload: exit %d %q", r.code, r.stderr)
@@ -120,8 +121,8 @@ func randomText(n int) string {
 // --vendors does, and the flag wins over the env.
 func TestGenerateVendorsFromEnv(t *testing.T) {
 	env := payload.SplitEnv(exampleEncoded(t))
-	env[payload.EnvQueue] = "lab-a100"
-	env[pipelinegen.EnvVendorsFile] = "../../golden/cli/fixtures/vendors-one.yaml"
+	env[contract.EnvQueue] = "lab-a100"
+	env[contract.EnvVendors] = "../../golden/cli/fixtures/vendors-one.yaml"
 	if r := runKbgen(t, env, "", "generate"); r.code != 0 || !strings.Contains(r.stdout, "image: registry.example/runner:1") {
 		t.Fatalf("KBGEN_VENDORS: exit %d %s", r.code, r.stderr)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -12,16 +13,19 @@ type cliResult struct {
 	code           int
 }
 
-// runKbgen runs kbgen in process with exactly env as its environment.
+// runKbgen runs kbgen in process with exactly env as its environment, or
+// this process's environment when env is nil.
 func runKbgen(t *testing.T, env map[string]string, stdin string, args ...string) cliResult {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	g := &Globals{
-		Stdin:     strings.NewReader(stdin),
-		Stdout:    &out,
-		Stderr:    &errOut,
-		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+	environ := os.Environ()
+	if env != nil {
+		environ = nil
+		for k, v := range env {
+			environ = append(environ, k+"="+v)
+		}
 	}
+	g := &Globals{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut, Env: environ}
 	code := runCLI(g, args)
 	return cliResult{stdout: out.String(), stderr: errOut.String(), code: code}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/examples"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -222,7 +223,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 			"VENDOR_DB_PASSWORD=" + plantedVendor,
 			"KBGEN_SIGNING_KEY=" + plantedSigningKey,
 			"BUILDKITE_JOB_ID=0190-job", "BUILDKITE_BUILD_ID=0190-build",
-			payload.EnvRunID + "=run-7", payload.EnvQueue + "=nvidia-h100",
+			contract.EnvRunID + "=run-7", contract.EnvQueue + "=nvidia-h100",
 		}
 		for k, v := range payload.SplitEnv(enc) {
 			env = append(env, k+"="+v)
@@ -294,10 +295,10 @@ func TestSecretsNeverLeak(t *testing.T) {
 	t.Run("errors about a bad payload", func(t *testing.T) {
 		corrupt := enc[:len(enc)/2] + strings.Repeat("A", len(enc)-len(enc)/2)
 		for name, env := range map[string][]string{
-			"corrupt zlib": {payload.EnvPayload + "=" + corrupt, payload.EnvPayloadSHA256 + "="},
-			"checksum":     {payload.EnvPayload + "=" + enc, payload.EnvPayloadSHA256 + "=" + strings.Repeat("0", 64)},
-			"not base64":   {payload.EnvPayload + "=" + enc + "%%", payload.EnvPayloadSHA256 + "="},
-			"not JSON":     {payload.EnvPayload + "=" + encodeRaw("PLANTED-in-bad-json "+enc), payload.EnvPayloadSHA256 + "="},
+			"corrupt zlib": {contract.EnvPayload + "=" + corrupt, contract.EnvPayloadSHA256 + "="},
+			"checksum":     {contract.EnvPayload + "=" + enc, contract.EnvPayloadSHA256 + "=" + strings.Repeat("0", 64)},
+			"not base64":   {contract.EnvPayload + "=" + enc + "%%", contract.EnvPayloadSHA256 + "="},
+			"not JSON":     {contract.EnvPayload + "=" + encodeRaw("PLANTED-in-bad-json "+enc), contract.EnvPayloadSHA256 + "="},
 		} {
 			t.Run(name, func(t *testing.T) {
 				agentDir, work := sharedDir(t, 0o777), sharedDir(t, 0o777)
@@ -382,7 +383,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		env := sandboxEnv(t)
 		for _, kv := range agentEnv(t.TempDir()) {
 			k, v, _ := strings.Cut(kv, "=")
-			if k != "PATH" && k != payload.EnvQueue { // keep the placement's own queue binding
+			if k != "PATH" && k != contract.EnvQueue { // keep the placement's own queue binding
 				env[k] = v
 			}
 		}

@@ -13,7 +13,7 @@ type JobFlags struct {
 	PayloadFile string `name:"payload-file" short:"f" placeholder:"FILE" help:"The job in FILE: a Kernelbot payload (base64(zlib(json))) or a plain JSON config; - reads stdin."`
 	Task        string `placeholder:"DIR" help:"A Kernelbot task directory (task.yml and its files), with --submission FILE, e.g. --task examples/vectoradd --submission examples/vectoradd/submission.py."`
 	Submission  string `placeholder:"NAME|FILE" help:"With --task: the file that replaces @SUBMISSION@. With --example: one of its named submissions (wrong, crash, cheat-pipe, …) or a .py file."`
-	Mode        string `placeholder:"MODE" help:"test, benchmark, leaderboard, profile or private. A payload keeps its own mode unless this is given."`
+	Mode        string `placeholder:"MODE" help:"One of ${modes}. A payload keeps its own mode unless this is given."`
 }
 
 // load returns the job the flags name; a mistake in the flags exits 2, an

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 )
@@ -27,7 +28,7 @@ func readJob(g *Globals, file string) (*payload.Input, error) {
 // loadRegistry loads --vendors, else KBGEN_VENDORS, else the built-in one.
 func loadRegistry(g *Globals, file string) (*pipelinegen.Registry, error) {
 	if file == "" {
-		file = g.Getenv(pipelinegen.EnvVendorsFile)
+		file = g.Getenv(contract.EnvVendors)
 	}
 	reg, err := pipelinegen.LoadRegistry(file)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
@@ -110,8 +111,8 @@ func TestGenerateSigns(t *testing.T) {
 	priv, pub := keygen(t, dir, "--key-id", "k1")
 	const repo = "git@github.com:gpu-mode/kernelbot-runs.git"
 	env := payload.SplitEnv(exampleEncoded(t))
-	env[payload.EnvQueue] = "h100"
-	env[payload.EnvRunID] = "run-$BUILDKITE_AGENT_ACCESS_TOKEN"
+	env[contract.EnvQueue] = "h100"
+	env[contract.EnvRunID] = "run-$BUILDKITE_AGENT_ACCESS_TOKEN"
 	env["KBGEN_SIGNING_KEY"] = priv
 	env["BUILDKITE_REPO"] = repo
 	r := runKbgen(t, env, "", "generate")
@@ -154,7 +155,7 @@ func TestGenerateSigningErrors(t *testing.T) {
 	dir := t.TempDir()
 	priv, pub := keygen(t, dir)
 	env := payload.SplitEnv(exampleEncoded(t))
-	env[payload.EnvQueue] = "h100"
+	env[contract.EnvQueue] = "h100"
 	for name, c := range map[string]struct {
 		env  map[string]string
 		code int

@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/gpu-mode/kbgen/examples"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
@@ -82,11 +82,11 @@ func (c *LocalCmd) Run(g *Globals) error {
 
 	ctx, stop := signalContext()
 	defer stop()
-	probe, err := (&RunCmd{System: c.System}).probe(ctx)
+	probe, err := (&RunCmd{System: c.System}).probe(ctx, g)
 	if err != nil {
 		return err
 	}
-	opts := runner.Options{WorkDir: c.Workdir, Environ: os.Environ(), Probe: probe, MaxTimeout: step.timeout}
+	opts := runner.Options{WorkDir: c.Workdir, Environ: g.Environ(), Probe: probe, MaxTimeout: step.timeout}
 	if !c.JSON {
 		opts.Log = g.Stderr
 	}
@@ -122,7 +122,7 @@ func (c *LocalCmd) pipeline(g *Globals, in *payload.Input) (*evalStep, error) {
 	}
 	queue := c.Queue
 	if queue == "" {
-		queue = g.Getenv(payload.EnvQueue)
+		queue = g.Getenv(contract.EnvQueue)
 	}
 	if queue == "" {
 		if qs := reg.Queues(); len(qs) > 0 {

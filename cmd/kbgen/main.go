@@ -9,20 +9,38 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/alecthomas/kong"
 
+	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
-// Globals are handed to every command's Run method.
+// Globals are handed to every command's Run method. Env is the only
+// source of environment in this package: commands read it through
+// Getenv/LookupEnv and hand Environ() to the packages that start processes
+// (the runner, the agent CLI), so an in-process test controls all of it.
 type Globals struct {
 	Stdin  io.Reader `kong:"-"`
 	Stdout io.Writer `kong:"-"`
 	Stderr io.Writer `kong:"-"`
-	// Getenv and LookupEnv are os's, swappable in tests.
-	LookupEnv func(string) (string, bool) `kong:"-"`
+	// Env is the process environment, os.Environ form.
+	Env []string `kong:"-"`
+}
+
+// LookupEnv is os.LookupEnv over g.Env: the last entry for key wins.
+func (g *Globals) LookupEnv(key string) (string, bool) {
+	for i := len(g.Env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(g.Env[i], "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // Getenv returns the value of key, or "".
@@ -30,6 +48,9 @@ func (g *Globals) Getenv(key string) string {
 	v, _ := g.LookupEnv(key)
 	return v
 }
+
+// Environ is a copy of the whole environment, for a child process.
+func (g *Globals) Environ() []string { return slices.Clone(g.Env) }
 
 // CLI is every kbgen command. Each lives in its own file.
 type CLI struct {
@@ -64,7 +85,7 @@ func main() {
 // realMain reads os.Stdin/Stdout/Stderr at call time so in-process CLI
 // tests (go-cmdtest) can capture them.
 func realMain(args []string) int {
-	return runCLI(&Globals{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv}, args)
+	return runCLI(&Globals{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Env: os.Environ()}, args)
 }
 
 // runCLI parses args and runs the command with g's streams and env.
@@ -78,7 +99,7 @@ func runCLI(g *Globals, args []string) (code int) {
 		kong.Writers(g.Stdout, g.Stderr),
 		kong.Exit(func(c int) { panic(exitRequest(c)) }),
 		kong.Bind(g),
-		kong.Vars{"version": Version},
+		kong.Vars{"version": Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary},
 	)
 	if err != nil {
 		fmt.Fprintf(g.Stderr, "kbgen: %v\n", err)

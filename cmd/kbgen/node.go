@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/sandbox"
@@ -123,7 +125,7 @@ type NodeInstallCmd struct {
 	TokenFile       string `placeholder:"FILE" help:"File holding the Buildkite agent token (default: $$BUILDKITE_AGENT_TOKEN). Written root-only (0600) to /etc/buildkite-agent/kbgen/token.env; never printed. Without either, an installed token is kept. Example: --token-file /root/agent-token"`
 	Plugin          string `placeholder:"DIR" help:"Pin this copy of the gpu-docker plugin (the checkout's .buildkite/plugins/gpu-docker): installed under /usr/local/share/kbgen/plugins, with a post-checkout hook per agent that puts it in place of whatever a build checks out. setup-node.sh passes it. Example: --plugin .buildkite/plugins/gpu-docker"`
 	VerificationKey string `placeholder:"JWKS" help:"Public JWKS the agents verify signed pipelines with (verification-failure-behavior=block). Without it, an installed key is kept. Example: --verification-key kernelbot-public.jwks"`
-	AgentBinary     string `default:"/usr/bin/buildkite-agent" placeholder:"PATH" help:"The buildkite-agent executable the units start. Example: --agent-binary /usr/local/bin/buildkite-agent"`
+	AgentBinary     string `default:"${agent_binary}" placeholder:"PATH" help:"The buildkite-agent executable the units start. Example: --agent-binary /usr/local/bin/buildkite-agent"`
 	KbgenPath       string `default:"/usr/local/bin/kbgen" placeholder:"PATH" help:"Where kbgen is installed; its directory is put first on the agents' PATH (the gpu-docker hook calls kbgen). Example: --kbgen-path /opt/kbgen/bin/kbgen"`
 	User            string `default:"buildkite-agent" placeholder:"USER" help:"The user the agents run as; it must be in the docker group. Example: --user buildkite-agent"`
 }
@@ -160,7 +162,7 @@ func (c *NodeInstallCmd) Run(g *Globals) error {
 			return withCode(exitcode.Usage, fmt.Errorf("--token-file %s is empty", c.TokenFile))
 		}
 	} else {
-		opts.Token = strings.TrimSpace(g.Getenv("BUILDKITE_AGENT_TOKEN"))
+		opts.Token = strings.TrimSpace(g.Getenv(contract.EnvAgentToken))
 	}
 	if c.Plugin != "" {
 		if st, err := os.Stat(c.Plugin); err != nil || !st.IsDir() {
@@ -252,7 +254,7 @@ func (c *NodeEnvCmd) Run(g *Globals) error {
 		return withCode(exitcode.Usage, fmt.Errorf("no agent for GPU %d: this node has %d GPUs", c.GPUIndex, len(p.Agents)))
 	}
 	for _, e := range a.Env(p.Runtime) {
-		fmt.Fprintf(g.Stdout, "export %s=%s\n", e.Name, node.ShellQuote(e.Value))
+		fmt.Fprintf(g.Stdout, "export %s=%s\n", e.Name, shellquote.Quote(e.Value))
 	}
 	return nil
 }

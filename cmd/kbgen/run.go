@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/runner"
-	"github.com/gpu-mode/kbgen/sandbox"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -19,7 +20,7 @@ import (
 type RunCmd struct {
 	PayloadFile string `help:"Read the job from FILE (- for stdin) instead of KERNELBOT_PAYLOAD*; the encoded payload or the plain JSON config. Example: --payload-file job.json" placeholder:"FILE"`
 	Workdir     string `help:"Directory for the job's files (created; fresh sub-directories per run). Default: a new temporary directory, removed afterwards. Example: --workdir /work" placeholder:"DIR"`
-	Out         string `help:"Where to write the FullResult JSON; always written, even when the job is invalid or the runner fails. Profile traces go to profile_data/ beside it." default:"result.json" placeholder:"FILE"`
+	Out         string `help:"Where to write the FullResult JSON; always written, even when the job is invalid or the runner fails. Profile traces go to profile_data/ beside it." default:"${result_file}" placeholder:"FILE"`
 	NoUpload    bool   `help:"Do not upload result.json or annotate the build, even when buildkite-agent is on PATH."`
 	RequireGPU  bool   `help:"Treat 'no GPU visible' as the machine's fault (exit 75, retried elsewhere). Also set by KBGEN_REQUIRE_GPU=1." name:"require-gpu"`
 	Publish     string `help:"Evaluate nothing: upload FILE (a result.json written by an earlier kbgen run) and the profile_data/ beside it with buildkite-agent, and annotate the build. For the host side of a containerised run, where the container has no agent. Example: --publish result.json" placeholder:"FILE"`
@@ -55,17 +56,14 @@ Exit codes (result.json is written in every case):
   2   bad flags, or --payload-file cannot be read`
 }
 
-// exitCanceled is 128+SIGTERM, the shell convention for a terminated run.
-const exitCanceled = 143
-
 func (c *RunCmd) Run(g *Globals) error {
 	ctx, stop := signalContext()
 	defer stop()
 	if c.Publish != "" {
 		return c.publish(ctx, g)
 	}
-	requireGPU := c.RequireGPU || truthy(g.Getenv(runner.EnvRequireGPU))
-	probe, err := c.probe(ctx)
+	requireGPU := c.RequireGPU || truthy(g.Getenv(contract.EnvRequireGPU))
+	probe, err := c.probe(ctx, g)
 	if err != nil {
 		return err
 	}
@@ -84,7 +82,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		mode = in.Config.Mode
 		res, runErr = evaluate(ctx, g, in.Config, runner.Options{
 			WorkDir:    c.Workdir,
-			Environ:    os.Environ(),
+			Environ:    g.Environ(),
 			Probe:      probe,
 			RequireGPU: requireGPU,
 			Log:        g.Stderr,
@@ -100,9 +98,9 @@ func (c *RunCmd) Run(g *Globals) error {
 	} else {
 		fmt.Fprintf(g.Stderr, "kbgen run: wrote %s (%s)\n", c.Out, describe(res))
 	}
-	if !c.NoUpload {
-		if agent := runner.FindAgent(os.Environ()); agent != nil && werr == nil {
-			uploadResult(ctx, g, agent, c.Out, files, mode, res)
+	if !c.NoUpload && werr == nil {
+		if agent, err := bkagent.Find("", g.Environ()); err == nil {
+			c.report(g, runner.Publish(ctx, agent, c.Out, files, mode, res))
 		}
 	}
 	if runErr == nil {
@@ -122,8 +120,8 @@ func (c *RunCmd) Run(g *Globals) error {
 // already, and passes neither variable in), or where the agent exposes no
 // queue tag, there is nothing to compare.
 func checkRouting(g *Globals) error {
-	if g.Getenv("BUILDKITE_JOB_ID") == "" || g.Getenv(sandbox.EnvInSandbox) == "1" ||
-		g.Getenv(signing.EnvStepQueue) == "" || g.Getenv(signing.EnvAgentQueue) == "" {
+	if g.Getenv(contract.EnvJobID) == "" || g.Getenv(contract.EnvInSandbox) == "1" ||
+		g.Getenv(contract.EnvQueue) == "" || g.Getenv(contract.EnvAgentQueue) == "" {
 		return nil
 	}
 	if err := signing.CheckQueueBinding(g.LookupEnv); err != nil {
@@ -142,48 +140,39 @@ func (c *RunCmd) publish(ctx context.Context, g *Globals) error {
 	if err := json.Unmarshal(b, &res); err != nil {
 		return withCode(exitcode.Usage, fmt.Errorf("--publish %s is not a FullResult: %w", c.Publish, err))
 	}
-	agent := runner.FindAgent(os.Environ())
-	if agent == nil {
-		return withCode(exitcode.Usage, errors.New("--publish needs buildkite-agent on PATH"))
-	}
-	files := []string{filepath.Base(c.Publish)}
-	zips, _ := filepath.Glob(filepath.Join(filepath.Dir(c.Publish), "profile_data", "*.zip"))
-	for _, z := range zips {
-		files = append(files, "profile_data/"+filepath.Base(z))
+	agent, err := bkagent.Find("", g.Environ())
+	if err != nil {
+		return withCode(exitcode.Usage, fmt.Errorf("--publish: %w", err))
 	}
 	// The mode is the job's when the build env carries it, else the one
 	// the runs imply.
-	mode := inferMode(&res)
+	mode := res.ImpliedMode()
 	if in, err := readJob(g, ""); err == nil {
 		mode = in.Config.Mode
 	}
-	if !uploadResult(ctx, g, agent, c.Publish, files, mode, &res) {
+	if !c.report(g, runner.Publish(ctx, agent, c.Publish, runner.ResultFiles(c.Publish), mode, &res)) {
 		return silentExit(exitcode.Failure)
 	}
 	return nil
 }
 
-// inferMode names the mode a result's run keys imply.
-func inferMode(res *payload.FullResult) payload.Mode {
-	for _, m := range []payload.Mode{payload.ModeLeaderboard, payload.ModeBenchmark} {
-		if _, ok := res.Runs[string(m)]; ok {
-			if _, test := res.Runs["test"]; test || m == payload.ModeLeaderboard {
-				return payload.ModeLeaderboard
-			}
-			return m
-		}
+// report prints a publish failure, one line per cause, and says whether
+// there was none.
+func (c *RunCmd) report(g *Globals, err error) bool {
+	if err == nil {
+		return true
 	}
-	if _, ok := res.Runs["profile.0"]; ok {
-		return payload.ModeProfile
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(g.Stderr, "kbgen run: %s\n", line)
 	}
-	return payload.ModeTest
+	return false
 }
 
 // probe starts the SystemInfo probe (or reads --system) before the job is
 // even parsed, so a failed result still says where it failed.
-func (c *RunCmd) probe(ctx context.Context) (*runner.Probe, error) {
+func (c *RunCmd) probe(ctx context.Context, g *Globals) (*runner.Probe, error) {
 	if c.System == "" {
-		return runner.StartProbe(ctx, runner.SubmissionEnv(os.Environ(), nil)), nil
+		return runner.StartProbe(ctx, runner.SubmissionEnv(g.Environ(), nil)), nil
 	}
 	b, err := os.ReadFile(c.System)
 	if err != nil {
@@ -220,32 +209,9 @@ func runExitCode(err error) int {
 	case runner.FaultMachine:
 		return exitcode.TempFail
 	case runner.FaultCanceled:
-		return exitCanceled
+		return exitcode.Canceled
 	}
 	return exitcode.Failure
-}
-
-// uploadResult uploads the result files and annotates the build, and
-// reports whether both worked. A failure is reported and changes nothing
-// else: the result stays on disk and the agent's artifact_paths upload it
-// again.
-func uploadResult(ctx context.Context, g *Globals, agent *runner.Agent, out string, files []string, mode payload.Mode, res *payload.FullResult) bool {
-	// Uploads still run after a SIGTERM: the result is what the backend needs.
-	ctx = context.WithoutCancel(ctx)
-	ok := true
-	if err := agent.UploadArtifacts(ctx, filepath.Dir(out), files); err != nil {
-		fmt.Fprintf(g.Stderr, "kbgen run: artifact upload failed (the result stays in %s): %v\n", out, err)
-		ok = false
-	}
-	style := "success"
-	if !runner.AllPassed(res) {
-		style = "error"
-	}
-	if err := agent.Annotate(ctx, runner.Markdown(mode, res), style); err != nil {
-		fmt.Fprintf(g.Stderr, "kbgen run: annotate failed: %v\n", err)
-		ok = false
-	}
-	return ok
 }
 
 // describe is the one-line state of a result.

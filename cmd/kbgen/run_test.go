@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/examples"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -184,7 +185,7 @@ func TestRunSIGTERMStillWritesResult(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("kbgen run ignored SIGTERM:\n%s", stderr.String())
 	}
-	if code := cmd.ProcessState.ExitCode(); code != exitCanceled {
+	if code := cmd.ProcessState.ExitCode(); code != exitcode.Canceled {
 		t.Errorf("exit code %d, want 143\n%s", code, stderr.String())
 	}
 	var res payload.FullResult

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -61,7 +62,7 @@ func TestSandboxDryRun(t *testing.T) {
 			t.Errorf("dry run lacks the line %q:\n%s", want, r.stdout)
 		}
 	}
-	for _, secret := range []string{"agent-token-planted", env[payload.EnvPayload][:40]} {
+	for _, secret := range []string{"agent-token-planted", env[contract.EnvPayload][:40]} {
 		if strings.Contains(r.stdout+r.stderr, secret) {
 			t.Errorf("dry run shows a secret (%q)", secret)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
@@ -64,7 +65,7 @@ func (c *SubmitCmd) job(g *Globals) (*client.Submission, error) {
 	}
 	return &client.Submission{
 		Queue: vendor.Queue, RunID: runID, Encoded: in.Encoded, Mode: in.Config.Mode,
-		Image: c.Image, Priority: c.Priority, User: c.User, BootstrapQueue: firstNonEmpty(c.BootstrapQueue, g.Getenv("KBGEN_BOOTSTRAP_QUEUE")), Branch: c.Branch, Commit: c.Commit,
+		Image: c.Image, Priority: c.Priority, User: c.User, BootstrapQueue: firstNonEmpty(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)), Branch: c.Branch, Commit: c.Commit,
 	}, nil
 }
 

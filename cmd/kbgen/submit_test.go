@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -157,14 +158,14 @@ func TestSubmitCLITask(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	env1, meta, msg := fake.CreatedEnv(1)
-	cfg, err := payload.Decode(env1[payload.EnvPayload])
+	cfg, err := payload.Decode(env1[contract.EnvPayload])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Mode != payload.ModeBenchmark || cfg.Sources["submission.py"] != "def custom_kernel(x):\n    return x\n" {
 		t.Errorf("job built from the task: mode %s, submission %q", cfg.Mode, cfg.Sources["submission.py"])
 	}
-	if env1[payload.EnvUser] != "u7" || meta["run_id"] != "t1" || meta["queue"] != "nvidia-h100" || env1[payload.EnvQueue] != "nvidia-h100" || msg != "kbgen t1: benchmark on nvidia-h100" {
+	if env1[contract.EnvUser] != "u7" || meta["run_id"] != "t1" || meta["queue"] != "nvidia-h100" || env1[contract.EnvQueue] != "nvidia-h100" || msg != "kbgen t1: benchmark on nvidia-h100" {
 		t.Errorf("env %v meta %v message %q", env1, meta, msg)
 	}
 }
@@ -188,7 +189,7 @@ func TestSubmitBootstrapQueue(t *testing.T) {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
 		env1, _, _ := fake.CreatedEnv(1)
-		got, set := env1[payload.EnvBootstrapQueue]
+		got, set := env1[contract.EnvBootstrapQueue]
 		if got != tt.want || set != (tt.want != "") {
 			t.Errorf("flag %q env %q: KERNELBOT_BOOTSTRAP_QUEUE=%q (set %v), want %q", tt.flag, tt.env, got, set, tt.want)
 		}

@@ -28,6 +28,10 @@ const (
 	// ROCm init failure, disk full, placement missing). Buildkite retries the
 	// job on another agent.
 	TempFail = 75
+	// Canceled is 128+SIGTERM, the shell's status for a terminated
+	// process: `kbgen run` stopped by SIGTERM or SIGINT (a cancelled
+	// build).
+	Canceled = 143
 	// AgentLost is what Buildkite reports for a job whose agent vanished.
 	AgentLost = -1
 	// AgentInfra is what the agent reports for its own or the container

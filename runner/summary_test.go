@@ -1,48 +1,11 @@
 package runner
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpu-mode/kbgen/payload"
 )
-
-func TestAgentUploadAndAnnotate(t *testing.T) {
-	logDir := t.TempDir()
-	env := standIns(t, "BK_LOG_DIR="+logDir)
-	agent := FindAgent(env)
-	if agent == nil {
-		t.Fatal("stand-in buildkite-agent not found")
-	}
-	out := t.TempDir()
-	if err := agent.UploadArtifacts(context.Background(), out, []string{"result.json", "profile_data/profile.0.zip"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.Annotate(context.Background(), "**hello** | table", "success"); err != nil {
-		t.Fatal(err)
-	}
-	read := func(name string) string { b, _ := os.ReadFile(filepath.Join(logDir, name)); return string(b) }
-	if got := read("0.argv"); got != "artifact\nupload\nresult.json;profile_data/profile.0.zip\n" || strings.TrimSpace(read("0.cwd")) != out {
-		t.Errorf("upload argv %q cwd %q", got, read("0.cwd"))
-	}
-	if got := read("1.argv"); got != "annotate\n--style\nsuccess\n--context\nkbgen-result\n" || read("1.stdin") != "**hello** | table" {
-		t.Errorf("annotate argv %q stdin %q", got, read("1.stdin"))
-	}
-}
-
-func TestAgentFailureIsReported(t *testing.T) {
-	agent := FindAgent(standIns(t, "BK_LOG_DIR="+t.TempDir(), "BK_FAIL=artifact"))
-	err := agent.UploadArtifacts(context.Background(), t.TempDir(), []string{"result.json"})
-	if err == nil || !strings.Contains(err.Error(), "failed to upload (stand-in)") {
-		t.Errorf("err %v", err)
-	}
-	if FindAgent([]string{"PATH=" + t.TempDir()}) != nil {
-		t.Error("found an agent on an empty PATH")
-	}
-}
 
 func TestSummaries(t *testing.T) {
 	res := &payload.FullResult{

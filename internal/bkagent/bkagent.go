@@ -1,0 +1,126 @@
+// Package bkagent is kbgen's one wrapper around the buildkite-agent CLI
+// inside a job: `pipeline upload` (the bootstrap step), `artifact upload`
+// and `annotate` (the eval step's result). Everything kbgen hands the agent
+// that could be large or hostile (the pipeline YAML, the annotation's
+// markdown) goes through stdin, never argv; a failure carries the agent's
+// own last lines, so the build log says why.
+package bkagent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Binary is the agent CLI's name on PATH.
+const Binary = "buildkite-agent"
+
+// callTimeout bounds each agent call: an upload that hangs must not hold
+// the GPU until the step's own timeout.
+const callTimeout = 5 * time.Minute
+
+// Agent runs buildkite-agent subcommands for the current job.
+type Agent struct {
+	// Path is the buildkite-agent executable.
+	Path string
+	// Env is its whole environment (os.Environ form): it needs the job's
+	// BUILDKITE_AGENT_ACCESS_TOKEN and endpoint.
+	Env []string
+}
+
+// NotFoundError is an agent CLI that is not on PATH: kbgen is not running
+// inside a Buildkite job.
+type NotFoundError struct{ Name string }
+
+func (e *NotFoundError) Error() string { return e.Name + " not found on PATH" }
+
+// Find returns the agent CLI name (Binary when "") found on environ's PATH,
+// or a *NotFoundError. A name with a slash is used as it is.
+func Find(name string, environ []string) (*Agent, error) {
+	if name == "" {
+		name = Binary
+	}
+	path, err := lookPath(name, environ)
+	if err != nil {
+		return nil, &NotFoundError{Name: name}
+	}
+	return &Agent{Path: path, Env: environ}, nil
+}
+
+// PipelineUpload pipes a pipeline document into `buildkite-agent pipeline
+// upload`.
+func (a *Agent) PipelineUpload(ctx context.Context, doc []byte) error {
+	return a.run(ctx, "", doc, "pipeline", "upload")
+}
+
+// ArtifactUpload uploads files (paths relative to dir) with one `artifact
+// upload` run in dir, so the artifacts keep those names (result.json,
+// profile_data/profile.0.zip): what the eval step's artifact_paths and
+// `kbgen submit` expect.
+func (a *Agent) ArtifactUpload(ctx context.Context, dir string, files []string) error {
+	return a.run(ctx, dir, nil, "artifact", "upload", strings.Join(files, ";"))
+}
+
+// Annotate posts markdown as the build's annotation under context, with
+// style (success, info, warning, error).
+func (a *Agent) Annotate(ctx context.Context, markdown, style, context string) error {
+	return a.run(ctx, "", []byte(markdown), "annotate", "--style", style, "--context", context)
+}
+
+func (a *Agent) run(ctx context.Context, dir string, stdin []byte, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, a.Path, args...)
+	cmd.Dir = dir
+	cmd.Env = a.Env
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	what := "buildkite-agent " + args[0] + " " + args[1]
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.Exited() {
+			return fmt.Errorf("%s failed (exit %d): %s", what, ee.ExitCode(), lastLines(out.String(), 5))
+		}
+		return fmt.Errorf("running %s: %w", what, err)
+	}
+	return nil
+}
+
+// lastLines is the end of the agent's output on one line.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// lookPath finds file on environ's PATH (the job's, which may differ from
+// this process's), falling back to this process's PATH when environ has
+// none.
+func lookPath(file string, environ []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return exec.LookPath(file)
+	}
+	for _, kv := range environ {
+		v, ok := strings.CutPrefix(kv, "PATH=")
+		if !ok {
+			continue
+		}
+		for _, d := range filepath.SplitList(v) {
+			p := filepath.Join(d, file)
+			if fi, err := os.Stat(p); d != "" && err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+				return p, nil
+			}
+		}
+		return "", exec.ErrNotFound
+	}
+	return exec.LookPath(file)
+}

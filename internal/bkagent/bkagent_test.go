@@ -1,0 +1,81 @@
+package bkagent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// standIn returns an environment whose PATH finds testdata/buildkite-agent,
+// a stand-in that records each call's argv, cwd and stdin under BK_LOG_DIR
+// and fails the subcommand named by BK_FAIL.
+func standIn(t *testing.T, extra ...string) []string {
+	t.Helper()
+	bin, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"PATH=" + bin + ":/usr/bin:/bin"}, extra...)
+}
+
+func TestAgentCalls(t *testing.T) {
+	logDir := t.TempDir()
+	agent, err := Find("", standIn(t, "BK_LOG_DIR="+logDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	ctx := context.Background()
+	if err := agent.ArtifactUpload(ctx, out, []string{"result.json", "profile_data/profile.0.zip"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Annotate(ctx, "**hello** | table", "success", "kbgen-result"); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.PipelineUpload(ctx, []byte("steps: []\n")); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string { b, _ := os.ReadFile(filepath.Join(logDir, name)); return string(b) }
+	for _, c := range []struct{ file, want string }{
+		{"0.argv", "artifact\nupload\nresult.json;profile_data/profile.0.zip\n"},
+		{"0.cwd", out + "\n"},
+		{"1.argv", "annotate\n--style\nsuccess\n--context\nkbgen-result\n"},
+		{"1.stdin", "**hello** | table"},
+		{"2.argv", "pipeline\nupload\n"},
+		{"2.stdin", "steps: []\n"},
+	} {
+		if got := read(c.file); got != c.want {
+			t.Errorf("%s = %q, want %q", c.file, got, c.want)
+		}
+	}
+}
+
+func TestAgentFailureCarriesItsOutput(t *testing.T) {
+	agent, err := Find("", standIn(t, "BK_LOG_DIR="+t.TempDir(), "BK_FAIL=artifact"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = agent.ArtifactUpload(context.Background(), t.TempDir(), []string{"result.json"})
+	want := "buildkite-agent artifact upload failed (exit 1): fatal: failed to upload (stand-in)"
+	if err == nil || err.Error() != want {
+		t.Errorf("err %v, want %q", err, want)
+	}
+}
+
+func TestFindOnlyOnTheGivenPath(t *testing.T) {
+	_, err := Find("", []string{"PATH=" + t.TempDir()})
+	var nf *NotFoundError
+	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "buildkite-agent not found on PATH") {
+		t.Errorf("empty PATH: %v", err)
+	}
+	if _, err := Find("no-such-agent-xyz", standIn(t)); err == nil {
+		t.Error("found an agent that does not exist")
+	}
+	abs, _ := filepath.Abs("testdata/buildkite-agent")
+	if a, err := Find(abs, nil); err != nil || a.Path != abs {
+		t.Errorf("absolute name: %v %v", a, err)
+	}
+}

@@ -1,0 +1,19 @@
+package contract
+
+// Step keys of the two jobs of a kbgen build: the bootstrap step of
+// .buildkite/pipeline.yml that uploads the pipeline, and the eval step that
+// pipeline adds. `kbgen submit` finds the eval job (and its result) by key.
+const (
+	BootstrapStepKey = "bootstrap"
+	EvalStepKey      = "eval"
+)
+
+// ResultFile is the name of Kernelbot's FullResult JSON everywhere it
+// travels: the runner's default --out, the sandbox's out directory, the
+// eval step's artifact path, and what `kbgen submit` downloads.
+const ResultFile = "result.json"
+
+// ProfileDir is the directory beside ResultFile that holds a profile run's
+// traces (profile_data/<run key>.zip), uploaded as artifacts under that
+// name.
+const ProfileDir = "profile_data"

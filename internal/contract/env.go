@@ -1,0 +1,111 @@
+package contract
+
+// Build env: set by `kbgen submit` (or the Kernelbot backend) on the
+// Buildkite build, read by the bootstrap step (`kbgen generate`). The eval
+// step carries EnvQueue and EnvRunID on in its own (signed) env.
+const (
+	// EnvPayload is the encoded job, base64(zlib(json)); a payload too large
+	// for one variable is split into EnvPayload_0..N (payload.SplitEnv).
+	EnvPayload = "KERNELBOT_PAYLOAD"
+	// EnvPayloadSHA256 is the hex SHA-256 of the whole encoded payload, so
+	// the reader can check that the pieces were reassembled intact.
+	EnvPayloadSHA256 = "KERNELBOT_PAYLOAD_SHA256"
+	// EnvRunID names the run; kept in the build's meta-data run_id.
+	EnvRunID = "KERNELBOT_RUN_ID"
+	// EnvQueue is the queue (vendor) the job runs on. In the eval step's
+	// signed env it binds the step to that queue (signing.CheckQueueBinding).
+	EnvQueue = "KERNELBOT_QUEUE"
+	// EnvImage optionally overrides the vendor's runner image.
+	EnvImage = "KERNELBOT_IMAGE"
+	// EnvPriority optionally overrides the eval step's Buildkite priority.
+	EnvPriority = "KERNELBOT_PRIORITY"
+	// EnvUser is the submitter's fair-share key (one running step per user
+	// and queue).
+	EnvUser = "KERNELBOT_USER"
+	// EnvBootstrapQueue routes the bootstrap step (kbgen generate) to a
+	// queue of Kernelbot's own control agents, the only hosts that hold the
+	// pipeline signing key; unset, it runs on the job's queue.
+	EnvBootstrapQueue = "KERNELBOT_BOOTSTRAP_QUEUE"
+)
+
+// Placement env: exported by each agent's `environment` hook (written by
+// `kbgen node install`), read by `kbgen sandbox`. They say *where* this
+// agent's jobs run; the pipeline never sets them.
+const (
+	// EnvGPUIndex is the index of the one GPU this agent owns (informational;
+	// the UUID or render node is what isolates).
+	EnvGPUIndex = "KERNELBOT_GPU_INDEX"
+	// EnvGPUUUID is the NVIDIA GPU's UUID ("GPU-xxxxxxxx-xxxx-..."), passed
+	// as `--gpus device=<uuid>`. Indexes are not stable across reboots and
+	// driver reloads; UUIDs are.
+	EnvGPUUUID = "KERNELBOT_GPU_UUID"
+	// EnvGPURenderNode is the AMD GPU's DRM render node
+	// ("/dev/dri/renderD130"), passed with /dev/kfd as the only devices.
+	EnvGPURenderNode = "KERNELBOT_GPU_RENDER_NODE"
+	// EnvCPUSet is the agent's cpuset, Linux list syntax ("2-15,98-111"),
+	// all on the GPU's NUMA node.
+	EnvCPUSet = "KERNELBOT_CPUSET"
+	// EnvMems is the agent's NUMA node(s), list syntax ("0").
+	EnvMems = "KERNELBOT_MEMS"
+	// EnvMemory is the agent's memory cap, docker syntax ("200g").
+	EnvMemory = "KERNELBOT_MEMORY"
+	// EnvPidsMax optionally caps the step's pids-limit (an integer); when
+	// unset the sandbox's DefaultPidsLimit is the cap.
+	EnvPidsMax = "KERNELBOT_PIDS_MAX"
+	// EnvShmMax optionally caps the step's shm-size (docker syntax); when
+	// unset the cap is the agent's memory (shm is charged to it anyway).
+	EnvShmMax = "KERNELBOT_SHM_MAX"
+)
+
+// kbgen's own settings: the default of a flag, or a switch between two of
+// kbgen's processes. A flag, where there is one, wins over its variable.
+const (
+	// EnvVendors is a vendor registry file replacing the built-in one
+	// (--vendors).
+	EnvVendors = "KBGEN_VENDORS"
+	// EnvSigningKey is the private JWKS `kbgen generate` signs steps with
+	// (--signing-key).
+	EnvSigningKey = "KBGEN_SIGNING_KEY"
+	// EnvSigningKeyID picks the key to sign with when the JWKS holds
+	// several (--signing-key-id).
+	EnvSigningKeyID = "KBGEN_SIGNING_KEY_ID"
+	// EnvDefaultBootstrapQueue is `kbgen submit --bootstrap-queue`'s
+	// default; submit sends it to the build as EnvBootstrapQueue.
+	EnvDefaultBootstrapQueue = "KBGEN_BOOTSTRAP_QUEUE"
+	// EnvRequireGPU=1 (or true) is `kbgen run --require-gpu`.
+	EnvRequireGPU = "KBGEN_REQUIRE_GPU"
+	// EnvInSandbox=1 tells the runner it runs in a container the sandbox
+	// started (so the sandbox already checked the step's routing).
+	EnvInSandbox = "KBGEN_SANDBOX"
+	// EnvSandboxNoGPU=1 is `kbgen sandbox --no-gpu` from the environment, so
+	// an agent-driven test can turn the GPU flags off through the hook. It
+	// only ever grants less.
+	EnvSandboxNoGPU = "KBGEN_SANDBOX_NO_GPU"
+)
+
+// Buildkite's variables that kbgen reads. The agent sets the job's; the
+// REST API's are the operator's.
+const (
+	// EnvJobID is set by the agent in every job; its absence means "not in
+	// a Buildkite job" (a local or hand run).
+	EnvJobID = "BUILDKITE_JOB_ID"
+	// EnvAgentQueue is the agent's queue tag as the agent exports it to
+	// the job (absent for the "default" queue).
+	EnvAgentQueue = "BUILDKITE_AGENT_META_DATA_QUEUE"
+	// EnvRepo is the repository URL as the agent sees it; pipeline
+	// signatures bind it.
+	EnvRepo = "BUILDKITE_REPO"
+	// EnvBuildPath is the agent's build directory (the sandbox's default
+	// stage lives under it).
+	EnvBuildPath = "BUILDKITE_BUILD_PATH"
+	// EnvPlugins is the step's plugin list as JSON.
+	EnvPlugins = "BUILDKITE_PLUGINS"
+	// EnvAgentToken is the agent registration token (`kbgen node install`).
+	EnvAgentToken = "BUILDKITE_AGENT_TOKEN"
+	// EnvAPIToken, EnvAPIURL, EnvOrg and EnvPipeline reach the REST API
+	// (`kbgen submit`, `wait`, `result`, `queues`).
+	EnvAPIToken = "BUILDKITE_API_TOKEN"
+	EnvAPIURL   = "BUILDKITE_API_URL"
+	EnvOrg      = "BUILDKITE_ORG"
+	EnvPipeline = "BUILDKITE_PIPELINE"
+)

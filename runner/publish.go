@@ -1,0 +1,37 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/payload"
+)
+
+// AnnotationContext is the Buildkite annotation context of kbgen's result
+// summary: one per build, replaced by a later publish.
+const AnnotationContext = "kbgen-result"
+
+// Publish uploads the result files (paths relative to out's directory, as
+// WriteResult and ResultFiles return them) as artifacts and annotates the
+// build with the result's summary. Both are tried; a failure of either is
+// in the returned error and changes nothing else: the result stays on disk
+// and the eval step's artifact_paths upload it again. It still runs after
+// ctx is cancelled (a SIGTERM): the result is what the backend needs.
+func Publish(ctx context.Context, agent *bkagent.Agent, out string, files []string, mode payload.Mode, res *payload.FullResult) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	if err := agent.ArtifactUpload(ctx, filepath.Dir(out), files); err != nil {
+		errs = append(errs, fmt.Errorf("artifact upload failed (the result stays in %s): %w", out, err))
+	}
+	style := "success"
+	if !AllPassed(res) {
+		style = "error"
+	}
+	if err := agent.Annotate(ctx, Markdown(mode, res), style, AnnotationContext); err != nil {
+		errs = append(errs, fmt.Errorf("annotate failed: %w", err))
+	}
+	return errors.Join(errs...)
+}
