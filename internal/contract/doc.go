@@ -3,5 +3,5 @@
 // step keys and artifact names of a kbgen build, and the GPU runtime words.
 // Each is defined here once; every package that reads or writes one uses
 // these constants, so a rename is one edit and a grep finds every use. See
-// docs/architecture.md#contracts.
+// docs/architecture.md#contracts-and-where-each-one-lives.
 package contract
