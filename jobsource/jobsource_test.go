@@ -36,7 +36,7 @@ func TestLoadPicksOneSource(t *testing.T) {
 		{"payload mode override", Source{PayloadFile: job, Mode: payload.ModeBenchmark}, Options{}, payload.ModeBenchmark, ""},
 		{"payload and submission", Source{PayloadFile: job, Submission: "x"}, Options{}, "", "usage:--submission goes with"},
 		{"two sources", Source{PayloadFile: job, Task: task}, Options{}, "", "usage:give one of"},
-		{"bad mode", Source{Example: "identity", Mode: "fast"}, Options{}, "", `usage:unknown --mode "fast"`},
+		{"bad mode", Source{Example: "identity", Mode: "fast"}, Options{}, "", `usage:--mode: unknown mode "fast"`},
 		{"missing payload", Source{PayloadFile: filepath.Join(dir, "none")}, Options{}, "", "usage:reading job"},
 		{"stdin", Source{PayloadFile: "-"}, Options{Stdin: strings.NewReader("not a job")}, "", "invalid job"},
 	} {
