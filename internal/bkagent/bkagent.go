@@ -86,18 +86,21 @@ func (a *Agent) run(ctx context.Context, dir string, stdin []byte, args ...strin
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.Exited() {
-			return fmt.Errorf("%s failed (exit %d): %s", what, ee.ExitCode(), lastLines(out.String(), 5))
+			return fmt.Errorf("%s failed (exit %d): %s", what, ee.ExitCode(), summary(out.String()))
 		}
 		return fmt.Errorf("running %s: %w", what, err)
 	}
 	return nil
 }
 
-// lastLines is the end of the agent's output on one line.
-func lastLines(s string, n int) string {
+// summary is the agent's output on one line: all of it when short, else
+// its first lines (what it was doing) and its last (how it ended), so a
+// panic's stack trace does not hide what came before.
+func summary(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+	const head, tail = 2, 4
+	if len(lines) > head+tail+1 {
+		lines = append(append(lines[:head:head], "…"), lines[len(lines)-tail:]...)
 	}
 	return strings.Join(lines, " | ")
 }

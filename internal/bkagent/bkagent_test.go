@@ -79,3 +79,16 @@ func TestFindOnlyOnTheGivenPath(t *testing.T) {
 		t.Errorf("absolute name: %v %v", a, err)
 	}
 }
+
+func TestSummaryKeepsBothEnds(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"one line\n", "one line"},
+		{"a\nb\nc", "a | b | c"},
+		{"1\n2\n3\n4\n5\n6\n7", "1 | 2 | 3 | 4 | 5 | 6 | 7"},
+		{"found result.json\nuploading\n3\n4\n5\npanic: x\ngoroutine 1\nmain.go:1", "found result.json | uploading | … | 5 | panic: x | goroutine 1 | main.go:1"},
+	} {
+		if got := summary(tt.in); got != tt.want {
+			t.Errorf("summary(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
