@@ -37,6 +37,10 @@ type Options struct {
 	AttemptTimeout time.Duration
 	// UserAgent defaults to "kbgen".
 	UserAgent string
+	// WrapAPI, when set, wraps the transport of every API try (retries
+	// included; storage downloads are not API requests): kbgen serve puts
+	// its request budget there.
+	WrapAPI func(http.RoundTripper) http.RoundTripper
 }
 
 // Client talks to one Buildkite organization and pipeline.
@@ -112,7 +116,11 @@ func (c *Client) newTransport(name string) *transport {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: c.opts.AttemptTimeout,
 	}
-	return &transport{base: base, retry: c.opts.Retry, clock: c.opts.Clock, debug: c.opts.Debug, redact: c.redact, name: name}
+	var rt http.RoundTripper = base
+	if name == "api" && c.opts.WrapAPI != nil {
+		rt = c.opts.WrapAPI(base)
+	}
+	return &transport{base: rt, retry: c.opts.Retry, clock: c.opts.Clock, debug: c.opts.Debug, redact: c.redact, name: name}
 }
 
 // Requests returns how many HTTP requests (tries included) the client

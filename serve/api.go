@@ -1,0 +1,155 @@
+package serve
+
+import (
+	"bufio"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// maxRunBytes bounds a POST /v1/runs body: the payload limit plus room.
+const maxRunBytes = 2 << 20
+
+// Handler is the service's HTTP API. token, when set, is required as
+// "Authorization: Bearer TOKEN" on every /v1/runs request (compared in
+// constant time); the webhook has its own authentication and GET / (the
+// health check) none.
+func (s *Service) Handler(token string) http.Handler {
+	mux := http.NewServeMux()
+	auth := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if token != "" && !bearerOK(r.Header.Get("Authorization"), token) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kbgen"`)
+				writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (KBGEN_SERVER_TOKEN)")
+				return
+			}
+			h(w, r)
+		}
+	}
+	mux.HandleFunc("GET /{$}", s.serveHealth)
+	mux.HandleFunc("POST /v1/runs", auth(s.servePost))
+	mux.HandleFunc("GET /v1/runs/{id}", auth(s.serveGet))
+	mux.HandleFunc("GET /v1/runs/{id}/events", auth(s.serveEvents))
+	mux.HandleFunc("DELETE /v1/runs/{id}", auth(s.serveDelete))
+	mux.HandleFunc("POST /v1/buildkite/webhook", s.serveWebhook)
+	return mux
+}
+
+func bearerOK(header, token string) bool {
+	got, ok := strings.CutPrefix(header, "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// Health is the answer of GET /.
+type Health struct {
+	OK        bool   `json:"ok"`
+	Runs      int    `json:"runs"`
+	Open      int    `json:"open"`
+	Budget    Stats  `json:"budget"`
+	PollEvery string `json:"poll_every"`
+}
+
+func (s *Service) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	total, open := s.runs.counts()
+	writeJSON(w, http.StatusOK, Health{OK: true, Runs: total, Open: open, Budget: s.cfg.Budget.Stats(), PollEvery: s.cfg.PollEvery.String()})
+}
+
+func (s *Service) servePost(w http.ResponseWriter, r *http.Request) {
+	var req RunRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxRunBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "body is not a run request: "+err.Error())
+		return
+	}
+	run, fresh, err := s.Submit(req)
+	var re *RequestError
+	switch {
+	case errors.As(err, &re) && re.Conflict:
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	case err != nil:
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	code := http.StatusOK
+	if fresh {
+		code = http.StatusCreated
+	}
+	writeJSON(w, code, run.Status(s.cfg.Now()))
+}
+
+func (s *Service) run(w http.ResponseWriter, r *http.Request) *Run {
+	run := s.runs.get(r.PathValue("id"))
+	if run == nil {
+		writeError(w, http.StatusNotFound, "no run "+strconv.Quote(r.PathValue("id")))
+	}
+	return run
+}
+
+func (s *Service) serveGet(w http.ResponseWriter, r *http.Request) {
+	if run := s.run(w, r); run != nil {
+		writeJSON(w, http.StatusOK, run.Status(s.cfg.Now()))
+	}
+}
+
+func (s *Service) serveDelete(w http.ResponseWriter, r *http.Request) {
+	run := s.run(w, r)
+	if run == nil {
+		return
+	}
+	s.Cancel(run, "canceled by the client")
+	writeJSON(w, http.StatusOK, run.Status(s.cfg.Now()))
+}
+
+// serveEvents streams the run's progress events as JSON lines (the events
+// of kbgen submit --progress=json), from index ?from=N, until the "done"
+// event. A client that goes away changes nothing: the run goes on.
+func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
+	run := s.run(w, r)
+	if run == nil {
+		return
+	}
+	from, _ := strconv.Atoi(r.URL.Query().Get("from"))
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for {
+		evs, done, changed := run.Events(from)
+		for _, e := range evs {
+			_ = enc.Encode(e)
+		}
+		from += len(evs)
+		if bw.Flush() != nil {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if done {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, ErrorBody{Error: msg})
+}

@@ -1,0 +1,74 @@
+package serve
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpu-mode/kbgen/client"
+)
+
+// recoverPages bounds the startup scan: 100 builds a page.
+const recoverPages = 100
+
+// recover finds the service's builds on Buildkite before any request is
+// served, so a restarted service knows every run id it created: a client
+// that re-submits one attaches to its build, never creates a second. Builds
+// still in flight are found at any age; finished ones within
+// RecoverWindow, and their results are read as the watcher's would be.
+func (s *Service) recover(ctx context.Context) error {
+	ctx = WithClass(ctx, Urgent)
+	meta := map[string]string{MetaDataService: s.cfg.Name}
+	inflight, more, err := s.cfg.Client.FilterBuilds(ctx, client.ListFilter{
+		States:   []string{client.StateCreating, client.StateScheduled, client.StateRunning, client.StateFailing, client.StateCanceling},
+		MetaData: meta, ExcludeJobs: true, MaxPages: recoverPages,
+	})
+	if err != nil {
+		return err
+	}
+	if more {
+		s.logf("startup: more than %d builds in flight; the oldest are not resumed", recoverPages*100)
+	}
+	finished, _, err := s.cfg.Client.FilterBuilds(ctx, client.ListFilter{
+		MetaData: meta, FinishedFrom: s.cfg.Now().Add(-s.cfg.RecoverWindow), ExcludeJobs: true, MaxPages: recoverPages,
+	})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, bs := range [][]client.Build{inflight, finished} {
+		for i := range bs {
+			if s.adopt(&bs[i]) {
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		s.logf("startup: resumed %d runs (%d in flight)", n, len(inflight))
+	}
+	return nil
+}
+
+// adopt turns a build found on Buildkite into a run.
+func (s *Service) adopt(b *client.Build) bool {
+	id := b.MetaData["run_id"]
+	if id == "" || s.runs.byNumber(b.Number) != nil {
+		return false
+	}
+	start := b.CreatedAt
+	if start.IsZero() {
+		start = s.cfg.Now()
+	}
+	r := newRun(RunRequest{RunID: id, Queue: b.Queue()}, start)
+	if dl, err := time.Parse(time.RFC3339, b.MetaData[MetaDataDeadline]); err == nil {
+		r.deadline = dl
+	}
+	if got := s.runs.adopt(r); got != r {
+		return false
+	}
+	r.setBuild(b, s.cfg.Now())
+	s.runs.linkBuild(r, b.Number)
+	if b.Finished() {
+		s.resolve(r, b)
+	}
+	return true
+}

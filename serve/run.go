@@ -1,0 +1,145 @@
+package serve
+
+import (
+	"sync"
+	"time"
+
+	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/payload"
+)
+
+// Run is one run the service owns: its request, its build once created,
+// the progress events so far (kept, so a client that reconnects replays
+// them), and its outcome once done.
+type Run struct {
+	ID  string
+	req RunRequest // zero Payload for a run recovered from Buildkite
+
+	mu         sync.Mutex
+	start      time.Time // for elapsed times: submission, or the build's creation
+	deadline   time.Time // zero: none
+	build      int
+	url        string
+	buildState string
+	created    time.Time // the build's created_at, Buildkite's clock
+	canceled   string    // why the run is being canceled, once asked
+	budgetSaid bool      // "waiting for API budget" told since the last event
+	fetching   bool      // a result fetch is under way
+	done       bool
+	status     client.Status
+	result     *payload.FullResult
+	events     []client.Event
+	changed    chan struct{} // closed on every new event
+}
+
+func newRun(req RunRequest, now time.Time) *Run {
+	r := &Run{ID: req.RunID, req: req, start: now, changed: make(chan struct{})}
+	if t := req.timeout(); t > 0 {
+		r.deadline = now.Add(t)
+	}
+	return r
+}
+
+// emitLocked appends an event with its elapsed time and wakes listeners.
+func (r *Run) emitLocked(e client.Event, now time.Time) {
+	e.Build = r.build
+	e.RunID = r.ID
+	e.Elapsed = now.Sub(r.start)
+	e.Seconds = e.Elapsed.Round(100 * time.Millisecond).Seconds()
+	r.events = append(r.events, e)
+	if e.Kind != "budget" {
+		r.budgetSaid = false
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func (r *Run) emit(e client.Event, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.emitLocked(e, now)
+}
+
+// created records the build.
+func (r *Run) setBuild(b *client.Build, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.build != 0 {
+		return
+	}
+	r.build, r.url, r.created = b.Number, b.WebURL, b.CreatedAt
+	r.emitLocked(client.Event{Kind: "created", URL: b.WebURL}, now)
+	r.observeLocked(b, now)
+}
+
+// observeLocked reports a state change of the build.
+func (r *Run) observeLocked(b *client.Build, now time.Time) {
+	if b.State != "" && b.State != r.buildState {
+		r.buildState = b.State
+		r.emitLocked(client.Event{Kind: "state", State: b.State}, now)
+	}
+}
+
+func (r *Run) observe(b *client.Build, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.done {
+		r.observeLocked(b, now)
+	}
+}
+
+// finish records the outcome once; later calls change nothing.
+func (r *Run) finish(st client.Status, res *payload.FullResult, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return false
+	}
+	r.done, r.status, r.result = true, st, res
+	code := exitCodes[st]
+	r.emitLocked(client.Event{Kind: "done", State: r.buildState, Success: &res.Success, Exit: &code, Error: res.Error}, now)
+	return true
+}
+
+// exitCodes is kbgen submit's exit code per status (internal/exitcode).
+var exitCodes = map[client.Status]int{client.Obtained: 0, client.RunnerFailed: 3, client.Infra: 4, client.TimedOut: 5}
+
+// Status is the run's API view.
+func (r *Run) Status(now time.Time) RunStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := RunStatus{RunID: r.ID, State: StateQueued, Build: r.build, URL: r.url, BuildState: r.buildState,
+		Elapsed: now.Sub(r.start).Round(100 * time.Millisecond).Seconds()}
+	if r.build != 0 {
+		st.State = StateBuilding
+	}
+	if r.done {
+		st.State, st.Status, st.Result = StateDone, statusNames[r.status], r.result
+	}
+	return st
+}
+
+// Events returns the events from index from on, whether the run is done,
+// and a channel closed at the next event.
+func (r *Run) Events(from int) ([]client.Event, bool, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []client.Event
+	if from < len(r.events) {
+		out = append(out, r.events[max(from, 0):]...)
+	}
+	return out, r.done, r.changed
+}
+
+// Done reports whether the run has its outcome.
+func (r *Run) Done() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.done
+}
+
+func (r *Run) snapshot() (build int, state string, created, deadline time.Time, canceled string, done bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.build, r.buildState, r.created, r.deadline, r.canceled, r.done
+}

@@ -1,0 +1,126 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/gpu-mode/kbgen/client"
+)
+
+// MetaDataService is the build meta-data key naming the service that owns
+// a build; its value is Config.Name. The watcher's list requests and the
+// startup scan filter on it.
+const MetaDataService = "kbgen_service"
+
+// MetaDataDeadline carries a run's deadline (RFC 3339) so that it
+// survives a restart.
+const MetaDataDeadline = "kbgen_deadline"
+
+// Config is what a Service needs.
+type Config struct {
+	// Client talks to Buildkite; its API transport must go through Budget
+	// (client.Options.WrapAPI = Budget.Transport).
+	Client *client.Client
+	Budget *Budget
+	// Name tags the service's builds (meta-data kbgen_service); default
+	// "kbgen". Two services on one pipeline need two names.
+	Name string
+	// PollEvery is the watcher's interval; 0 derives it from the budget.
+	PollEvery time.Duration
+	// Webhooks: when either is set, webhooks are expected and the poller
+	// becomes a slower safety net (SafetyPoll).
+	WebhookSecret, WebhookToken string
+	// ReplayWindow bounds the age of a signed webhook; default 5 minutes.
+	ReplayWindow time.Duration
+	// RecoverWindow is how far back the startup scan looks for finished
+	// builds; default 1 hour. Builds still running are found at any age.
+	RecoverWindow time.Duration
+	// Log receives one line per notable event; never the token.
+	Log io.Writer
+	Now func() time.Time // default time.Now
+}
+
+// SafetyPoll is the interval of the poller when webhooks are configured:
+// it only catches lost webhooks.
+const SafetyPoll = 5 * time.Second
+
+// Service is a running kbgen serve.
+type Service struct {
+	cfg     Config
+	runs    *store
+	pending *createQueue
+	kick    chan struct{}
+	fetchq  chan *Run
+	logMu   sync.Mutex
+	poller  poller
+	ctx     context.Context
+}
+
+// New checks cfg and returns a service; Start runs it.
+func New(cfg Config) (*Service, error) {
+	if cfg.Client == nil || cfg.Budget == nil {
+		return nil, errors.New("serve: a client and a budget are required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "kbgen"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ReplayWindow <= 0 {
+		cfg.ReplayWindow = 5 * time.Minute
+	}
+	if cfg.RecoverWindow <= 0 {
+		cfg.RecoverWindow = time.Hour
+	}
+	if cfg.PollEvery <= 0 {
+		// The polls' share of the budget, one list request a poll plus a
+		// progress request every fourth: 1.25 requests a poll.
+		share := max(cfg.Budget.PollShare, 1)
+		cfg.PollEvery = max(time.Duration(float64(time.Minute)*1.25/float64(share)), 500*time.Millisecond)
+		if cfg.WebhookSecret != "" || cfg.WebhookToken != "" {
+			cfg.PollEvery = max(cfg.PollEvery, SafetyPoll)
+		}
+	}
+	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16)}, nil
+}
+
+// Start finds the service's builds on Buildkite (a restart resumes them),
+// then starts the creator, the watcher and the result fetchers. They stop
+// when ctx is done.
+func (s *Service) Start(ctx context.Context) error {
+	s.ctx = ctx
+	if err := s.recover(ctx); err != nil {
+		return fmt.Errorf("finding this service's builds on Buildkite: %w", err)
+	}
+	go s.creator(ctx)
+	go s.watch(ctx)
+	for range 4 {
+		go s.fetcher(ctx)
+	}
+	return nil
+}
+
+// PollEvery is the watcher's interval.
+func (s *Service) PollEvery() time.Duration { return s.cfg.PollEvery }
+
+func (s *Service) logf(format string, args ...any) {
+	if s.cfg.Log == nil {
+		return
+	}
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	fmt.Fprintf(s.cfg.Log, "%s kbgen serve: %s\n", s.cfg.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// wake makes the watcher poll now (a webhook, a new build).
+func (s *Service) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}

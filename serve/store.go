@@ -1,0 +1,89 @@
+package serve
+
+import (
+	"sync"
+	"time"
+)
+
+// store holds the runs by id and by build number. A run is never removed
+// while the service lives: a client may come back for its result; the
+// memory per finished run is its result and events (a few KiB).
+type store struct {
+	mu      sync.Mutex
+	byID    map[string]*Run
+	byBuild map[int]*Run
+}
+
+func newStore() *store {
+	return &store{byID: map[string]*Run{}, byBuild: map[int]*Run{}}
+}
+
+// add returns the run with req's id, creating it when new (fresh true).
+func (s *store) add(req RunRequest, now time.Time) (r *Run, fresh bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.byID[req.RunID]; r != nil {
+		return r, false
+	}
+	r = newRun(req, now)
+	s.byID[req.RunID] = r
+	return r, true
+}
+
+// adopt adds a run found on Buildkite; an existing run of that id wins.
+func (s *store) adopt(r *Run) *Run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.byID[r.ID]; old != nil {
+		return old
+	}
+	s.byID[r.ID] = r
+	if r.build != 0 {
+		s.byBuild[r.build] = r
+	}
+	return r
+}
+
+func (s *store) get(id string) *Run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byID[id]
+}
+
+func (s *store) linkBuild(r *Run, number int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byBuild[number] = r
+}
+
+func (s *store) byNumber(n int) *Run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byBuild[n]
+}
+
+// active lists runs whose build exists and has no outcome yet.
+func (s *store) active() []*Run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Run
+	for _, r := range s.byBuild {
+		if !r.Done() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// counts reports how many runs there are and how many are not done.
+func (s *store) counts() (total, open int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.byID {
+		total++
+		if !r.Done() {
+			open++
+		}
+	}
+	return total, open
+}
