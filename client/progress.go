@@ -55,6 +55,12 @@ func (p *Progress) Event(e Event) {
 		}
 		fmt.Fprintf(p.w, "%s %.1fs", word, e.Seconds)
 		p.inLine = true
+	case "budget":
+		if p.inLine {
+			fmt.Fprint(p.w, " → ")
+		}
+		fmt.Fprintf(p.w, "%s %.1fs", e.State, e.Seconds)
+		p.inLine = true
 	case "canceled":
 		p.endLine()
 		fmt.Fprintf(p.w, "build %d canceled\n", e.Build)

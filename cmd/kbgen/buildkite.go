@@ -31,6 +31,12 @@ var clientHook func(*client.Options)
 
 // newClient builds the API client from flags and the environment.
 func (f *BuildkiteFlags) newClient(g *Globals, needPipeline bool) (*client.Client, error) {
+	return f.newClientWith(g, needPipeline, nil)
+}
+
+// newClientWith is newClient with a last say on the options (kbgen serve
+// adds its budget and retry policy).
+func (f *BuildkiteFlags) newClientWith(g *Globals, needPipeline bool, adjust func(*client.Options)) (*client.Client, error) {
 	token := strings.TrimSpace(g.Getenv(contract.EnvAPIToken))
 	if f.TokenFile != "" {
 		b, err := os.ReadFile(f.TokenFile)
@@ -56,6 +62,9 @@ func (f *BuildkiteFlags) newClient(g *Globals, needPipeline bool) (*client.Clien
 	}
 	if f.Debug {
 		opts.Debug = g.Stderr
+	}
+	if adjust != nil {
+		adjust(&opts)
 	}
 	if clientHook != nil {
 		clientHook(&opts)

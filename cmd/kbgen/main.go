@@ -70,6 +70,7 @@ type CLI struct {
 	Wait   WaitCmd   `cmd:"" help:"Re-attach to a build, wait for it to finish, and print its FullResult."`
 	Result ResultCmd `cmd:"" help:"Fetch the FullResult of a finished build."`
 	Queues QueuesCmd `cmd:"" help:"Show agents per queue (idle, busy) and builds waiting."`
+	Serve  ServeCmd  `cmd:"" help:"Run the service the Kernelbot backend talks to: one watcher, an API budget, webhooks."`
 
 	Keygen  KeygenCmd  `cmd:"" help:"Write a JWKS key pair for signing pipelines."`
 	Version VersionCmd `cmd:"" help:"Print kbgen's version."`

@@ -19,6 +19,7 @@ type SubmitCmd struct {
 	BootstrapQueue string `placeholder:"QUEUE" help:"Default: KBGEN_BOOTSTRAP_QUEUE. Queue of Kernelbot's control agents that run the bootstrap step and sign the pipeline (KERNELBOT_BOOTSTRAP_QUEUE); default: the job's own queue. See docs/security.md."`
 	Branch         string `default:"main" help:"Branch of the pipeline's repository the bootstrap checks out."`
 	Commit         string `default:"HEAD" help:"Commit of that branch."`
+	Server         string `placeholder:"URL" help:"Submit through a kbgen serve at URL (http://127.0.0.1:PORT or unix:/path; default: $KBGEN_SERVER) instead of calling Buildkite directly; the bearer token is $KBGEN_SERVER_TOKEN. Same output and exit codes."`
 
 	JobFlags       `embed:""`
 	BuildkiteFlags `embed:""`
@@ -29,6 +30,9 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	sub, err := c.job(g)
 	if err != nil {
 		return err
+	}
+	if server := firstNonEmpty(c.Server, g.Getenv(contract.EnvServer)); server != "" {
+		return c.viaServer(g, server, sub)
 	}
 	bk, err := c.newClient(g, true)
 	if err != nil {

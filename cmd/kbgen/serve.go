@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/serve"
+)
+
+// ServeCmd runs the service the Kernelbot backend talks to.
+type ServeCmd struct {
+	Listen        string        `required:"" placeholder:"ADDR" help:"Where to listen: 127.0.0.1:PORT (a loopback address; port 0 picks one) or unix:/path/to/socket (mode 0600)."`
+	APIBudget     int           `name:"api-budget" default:"100" help:"Most Buildkite REST requests per minute kbgen serve makes (the organization's limit is 200, shared with everyone in it)."`
+	Name          string        `default:"kbgen" help:"Tags this service's builds (meta-data kbgen_service=NAME); a restarted service resumes the builds of its name."`
+	PollInterval  time.Duration `name:"poll-interval" help:"Interval of the one watcher (default: derived from --api-budget; 5s when a webhook secret or token is set)."`
+	RecoverWindow time.Duration `name:"recover-window" default:"1h" help:"On start, finished builds this recent are found again (running ones at any age)."`
+
+	BuildkiteFlags `embed:""`
+}
+
+func (c *ServeCmd) Run(g *Globals) error {
+	serverToken := g.Getenv(contract.EnvServerToken)
+	network, addr, err := listenAddr(c.Listen)
+	if err != nil {
+		return withCode(exitcode.Usage, err)
+	}
+	if network == "tcp" && serverToken == "" {
+		return withCode(exitcode.Usage, errors.New("KBGEN_SERVER_TOKEN is required to listen on TCP: clients send it as a bearer token"))
+	}
+	budget := serve.NewBudget(c.APIBudget)
+	bk, err := c.newClientWith(g, true, func(o *client.Options) {
+		o.WrapAPI = budget.Transport
+		// The watcher polls again soon: a failed poll is not worth
+		// half a minute of retries.
+		o.Retry = client.Retry{Attempts: 3, BaseDelay: 500 * time.Millisecond, MaxDelay: 4 * time.Second, MaxRateLimitWait: 60 * time.Second}
+	})
+	if err != nil {
+		return err
+	}
+	svc, err := serve.New(serve.Config{
+		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow,
+		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
+		Log: g.Stderr,
+	})
+	if err != nil {
+		return withCode(exitcode.Usage, err)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if err := svc.Start(ctx); err != nil {
+		return withCode(exitcode.Infra, err)
+	}
+	ln, err := listen(network, addr)
+	if err != nil {
+		return withCode(exitcode.Usage, err)
+	}
+	where := "http://" + ln.Addr().String()
+	if network == "unix" {
+		where = "unix:" + addr
+	}
+	fmt.Fprintf(g.Stderr, "kbgen serve: listening on %s (API budget %d/min, poll every %s)\n", where, c.APIBudget, svc.PollEvery())
+	srv := &http.Server{Handler: svc.Handler(serverToken), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return withCode(exitcode.Infra, err)
+	case <-ctx.Done():
+	}
+	sctx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	_ = srv.Shutdown(sctx)
+	fmt.Fprintln(g.Stderr, "kbgen serve: stopped; builds in flight go on and are resumed at the next start")
+	return nil
+}
+
+// listenAddr checks --listen: a loopback TCP address or a unix socket.
+func listenAddr(s string) (network, addr string, err error) {
+	if path, ok := strings.CutPrefix(s, "unix:"); ok {
+		if path == "" {
+			return "", "", errors.New("--listen unix: needs a path, e.g. unix:/run/kbgen/serve.sock")
+		}
+		return "unix", path, nil
+	}
+	host, _, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", "", fmt.Errorf("--listen %q: %v (want 127.0.0.1:PORT or unix:/path)", s, err)
+	}
+	ip := net.ParseIP(host)
+	if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", "", fmt.Errorf("--listen %q: not a loopback address; kbgen serve runs beside the backend (put a TLS proxy in front to expose it)", s)
+	}
+	return "tcp", s, nil
+}
+
+func listen(network, addr string) (net.Listener, error) {
+	if network == "unix" {
+		_ = os.Remove(addr) // a socket left by a killed service
+		ln, err := net.Listen("unix", addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(addr, 0o600); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		return ln, nil
+	}
+	return net.Listen(network, addr)
+}
+
+// Help is the detailed help under the flags list.
+func (c *ServeCmd) Help() string {
+	return `A long-running service the Kernelbot backend runs beside itself: it takes
+runs over a JSON API, creates one build each, and watches all of them with one
+poller whose requests do not grow with the number in flight, within
+--api-budget requests a minute (never a 429). Buildkite webhooks
+(POST /v1/buildkite/webhook) make detection immediate. Killed and restarted,
+it finds its builds by meta-data and resumes them. See docs/backend.md.
+
+Environment:
+  BUILDKITE_API_TOKEN       the Buildkite token (or --token-file); never leaves the service
+  KBGEN_SERVER_TOKEN        bearer token clients must send (required on TCP)
+  BUILDKITE_WEBHOOK_SECRET  webhook signing secret (X-Buildkite-Signature), or
+  BUILDKITE_WEBHOOK_TOKEN   webhook token (X-Buildkite-Token)
+
+API: POST /v1/runs, GET /v1/runs/ID, GET /v1/runs/ID/events, DELETE /v1/runs/ID, GET /.
+
+Example:
+  export BUILDKITE_API_TOKEN=… BUILDKITE_ORG=gpu-mode BUILDKITE_PIPELINE=kernelbot KBGEN_SERVER_TOKEN=…
+  kbgen serve --listen 127.0.0.1:8077
+  kbgen submit --server http://127.0.0.1:8077 --queue h100 -f job.json`
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
+	"github.com/gpu-mode/kbgen/internal/syncbuf"
+)
+
+// serveProc is a real `kbgen serve` process.
+type serveProc struct {
+	cmd    *exec.Cmd
+	stderr *syncbuf.Buffer
+	url    string
+}
+
+func startServe(t *testing.T, bin string, fake *fakebuildkite.Server, env map[string]string, args ...string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--poll-interval", "100ms", "--debug"}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "BUILDKITE_API_TOKEN=" + fake.Token, "BUILDKITE_ORG=" + fake.Org,
+		"BUILDKITE_PIPELINE=" + fake.Pipeline, "BUILDKITE_API_URL=" + fake.URL()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serveProc{cmd: cmd, stderr: &syncbuf.Buffer{}}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			p.stderr.Write([]byte(line + "\n"))
+			if _, rest, ok := strings.Cut(line, "listening on "); ok {
+				ready <- strings.Fields(rest)[0]
+			}
+		}
+	}()
+	select {
+	case p.url = <-ready:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("kbgen serve did not start:\n%s", p.stderr.String())
+	}
+	return p
+}
+
+func serveJob(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../golden/cli/fixtures/job.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestServeSurvivesSIGKILL: kbgen submit --server rides out a SIGKILL and
+// restart of the service mid-run and prints the result; one build only; the
+// Buildkite token is in no log line; the socket is 0600.
+func TestServeSurvivesSIGKILL(t *testing.T) {
+	bin := buildKbgen(t)
+	fake := fakebuildkite.New(nil)
+	defer fake.Close()
+	fake.SetScript(fakebuildkite.Script{BootStart: 100 * time.Millisecond, Uploaded: 300 * time.Millisecond, EvalStart: 400 * time.Millisecond, Finish: 4 * time.Second})
+	sock := filepath.Join(t.TempDir(), "serve.sock")
+	first := startServe(t, bin, fake, nil, "--listen", "unix:"+sock)
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %s: %v %v, want mode 0600", sock, fi.Mode(), err)
+	}
+	var second *serveProc
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		deadline := time.Now().Add(10 * time.Second)
+		for fake.CountRequests("POST", "/builds") == 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		_ = first.cmd.Process.Signal(syscall.SIGKILL)
+		_ = first.cmd.Wait()
+		time.Sleep(500 * time.Millisecond) // the client sees the service gone
+		second = startServe(t, bin, fake, nil, "--listen", "unix:"+sock)
+	}()
+	res := runKbgen(t, map[string]string{"KBGEN_SERVER": "unix:" + sock}, serveJob(t),
+		"submit", "--queue", "h100", "-f", "-", "--run-id", "killed-1", "--progress=json")
+	wg.Wait()
+	if res.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s\nserve 1:\n%s\nserve 2:\n%s", res.code, res.stdout, res.stderr, first.stderr.String(), second.stderr.String())
+	}
+	var fr struct{ Success bool }
+	if strings.Count(res.stdout, "\n") != 1 || json.Unmarshal([]byte(res.stdout), &fr) != nil || !fr.Success {
+		t.Fatalf("stdout is not one FullResult line: %q", res.stdout)
+	}
+	if !strings.Contains(res.stderr, `"event":"created"`) || !strings.Contains(res.stderr, `"event":"done"`) {
+		t.Errorf("progress lacks created/done:\n%s", res.stderr)
+	}
+	if n := fake.CountRequests("POST", "/builds"); n != 1 {
+		t.Fatalf("%d builds created for one run across a SIGKILL", n)
+	}
+	if !strings.Contains(second.stderr.String(), "resumed 1 runs") {
+		t.Errorf("the restarted service did not say it resumed the run:\n%s", second.stderr.String())
+	}
+	for i, p := range []*serveProc{first, second} {
+		if strings.Contains(p.stderr.String(), fake.Token) {
+			t.Errorf("serve %d logged the Buildkite token", i+1)
+		}
+		if !strings.Contains(p.stderr.String(), "debug: api GET") {
+			t.Errorf("serve %d logged no request: the token check proves nothing", i+1)
+		}
+	}
+}
+
+// TestServeTCP: a bearer token is required on TCP; a wrong one is exit 2;
+// the right one gives the result; a non-loopback address is refused.
+func TestServeTCP(t *testing.T) {
+	fake := fakebuildkite.New(nil)
+	defer fake.Close()
+	fake.SetScript(fakebuildkite.Script{BootStart: 50 * time.Millisecond, Uploaded: 100 * time.Millisecond, EvalStart: 150 * time.Millisecond, Finish: 500 * time.Millisecond})
+	env := map[string]string{"BUILDKITE_API_TOKEN": fake.Token, "BUILDKITE_ORG": fake.Org, "BUILDKITE_PIPELINE": fake.Pipeline, "BUILDKITE_API_URL": fake.URL()}
+	if res := runKbgen(t, env, "", "serve", "--listen", "127.0.0.1:0"); res.code != 2 || !strings.Contains(res.stderr, "KBGEN_SERVER_TOKEN") {
+		t.Fatalf("serve on TCP without a token: exit %d, %s", res.code, res.stderr)
+	}
+	env["KBGEN_SERVER_TOKEN"] = "tok"
+	if res := runKbgen(t, env, "", "serve", "--listen", "0.0.0.0:0"); res.code != 2 || !strings.Contains(res.stderr, "loopback") {
+		t.Fatalf("serve on 0.0.0.0: exit %d, %s", res.code, res.stderr)
+	}
+	bin := buildKbgen(t)
+	p := startServe(t, bin, fake, map[string]string{"KBGEN_SERVER_TOKEN": "right-token"}, "--listen", "127.0.0.1:0")
+	bad := runKbgen(t, map[string]string{"KBGEN_SERVER": p.url, "KBGEN_SERVER_TOKEN": "wrong"}, serveJob(t), "submit", "--queue", "h100", "-f", "-")
+	if bad.code != 2 || bad.stdout != "" {
+		t.Fatalf("wrong server token: exit %d, stdout %q, stderr %s", bad.code, bad.stdout, bad.stderr)
+	}
+	good := runKbgen(t, map[string]string{"KBGEN_SERVER_TOKEN": "right-token"}, serveJob(t), "submit", "--server", p.url, "--queue", "h100", "-f", "-", "-q")
+	if good.code != 0 || !strings.Contains(good.stdout, `"success":true`) {
+		t.Fatalf("submit --server: exit %d, stdout %q, stderr %s", good.code, good.stdout, good.stderr)
+	}
+}

@@ -1,0 +1,14 @@
+package contract
+
+// The environment of kbgen serve and of kbgen submit --server.
+const (
+	// EnvServer is kbgen submit --server: the service's URL.
+	EnvServer = "KBGEN_SERVER"
+	// EnvServerToken is the bearer token clients of kbgen serve send and
+	// the service requires (on TCP).
+	EnvServerToken = "KBGEN_SERVER_TOKEN"
+	// EnvWebhookSecret verifies X-Buildkite-Signature on webhooks.
+	EnvWebhookSecret = "BUILDKITE_WEBHOOK_SECRET"
+	// EnvWebhookToken verifies X-Buildkite-Token on webhooks.
+	EnvWebhookToken = "BUILDKITE_WEBHOOK_TOKEN"
+)
