@@ -141,7 +141,7 @@ func TestSubmitSplitsLargePayload(t *testing.T) {
 func TestOutcomes(t *testing.T) {
 	q := fakebuildkite.QuickScript
 	with := func(f func(*fakebuildkite.Script)) fakebuildkite.Script { s := q; f(&s); return s }
-	failedResult := `{"success": false, "error": "no GPU visible", "system": {"gpu": "", "device_count": 0, "cpu": "", "runtime": "", "platform": "", "torch": "", "hostname": "n"}, "runs": {}}`
+	failedResult := `{"success": false, "error": "no GPU visible", "system": {"gpu": "", "device_count": 1, "cpu": "", "runtime": "", "platform": "", "torch": "", "hostname": "n"}, "runs": {}}`
 	tests := []struct {
 		name     string
 		script   fakebuildkite.Script
@@ -160,7 +160,7 @@ func TestOutcomes(t *testing.T) {
 		{name: "runner failed", script: with(func(s *fakebuildkite.Script) {
 			s.EvalExit = 75
 			s.Artifacts = map[string][]byte{"result.json": []byte(failedResult)}
-		}), status: RunnerFailed, wantJSON: `{"success":false,"error":"no GPU visible","system":{"gpu":"","device_count":0,"cpu":"","runtime":"","platform":"","torch":"","hostname":"n"},"runs":{}}`},
+		}), status: RunnerFailed, wantJSON: `{"success":false,"error":"no GPU visible","system":{"gpu":"","device_count":1,"cpu":"","runtime":"","platform":"","torch":"","hostname":"n"},"runs":{}}`},
 		{name: "eval failed without result", script: with(func(s *fakebuildkite.Script) { s.EvalExit = 137; s.Artifacts = map[string][]byte{} }),
 			status: RunnerFailed, wantErr: "build 1 failed: the eval job failed (exit status 137) without uploading result.json"},
 		{name: "bootstrap failed", script: with(func(s *fakebuildkite.Script) { s.BootstrapFails = true }),
@@ -186,7 +186,7 @@ func TestOutcomes(t *testing.T) {
 			case tt.wantErr == "":
 				want = defaultResultJSON(t)
 			default:
-				want = mustJSON(t, payload.FullResult{Error: tt.wantErr, Runs: map[string]payload.EvalResult{}})
+				want = mustJSON(t, payload.FullResult{Error: tt.wantErr, System: payload.SystemInfo{DeviceCount: 1}, Runs: map[string]payload.EvalResult{}})
 			}
 			if got := mustJSON(t, out.Result); got != want {
 				t.Errorf("result:\n got %s\nwant %s", got, want)

@@ -63,9 +63,17 @@ type ProfileResult struct {
 	DownloadURL *string `json:"download_url"`
 }
 
+// DefaultDeviceCount is Kernelbot's SystemInfo.device_count default: a
+// result that could not count GPUs says 1, never 0.
+const DefaultDeviceCount = 1
+
 // Failed builds the FullResult for a runner failure: success false, the
-// error message, no runs.
+// error message, no runs. A system with no device count (nothing was
+// probed) gets Kernelbot's default.
 func Failed(system SystemInfo, err error) *FullResult {
+	if system.DeviceCount == 0 {
+		system.DeviceCount = DefaultDeviceCount
+	}
 	return &FullResult{Success: false, Error: err.Error(), System: system, Runs: map[string]EvalResult{}}
 }
 

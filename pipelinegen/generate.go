@@ -49,7 +49,10 @@ const (
 	maxPriority     = 100
 )
 
-// Generate builds the pipeline for job on vendor v.
+// Generate builds the pipeline for job on vendor v. A job or build env
+// it cannot run (a bad KERNELBOT_PRIORITY or KERNELBOT_IMAGE, more GPUs
+// than the queue gives, a run id that is not UTF-8, a timeout beyond the
+// vendor's) is a *payload.Error: the job's fault, never retried.
 func Generate(job Job, v *Vendor, opts Options) (*pipeline.Pipeline, error) {
 	if job.Input == nil || job.Input.Config == nil {
 		return nil, errors.New("generate: no job")
@@ -59,16 +62,17 @@ func Generate(job Job, v *Vendor, opts Options) (*pipeline.Pipeline, error) {
 		// YAML would turn bad bytes into U+FFFD: the step would carry
 		// another run id than the one Kernelbot asked about.
 		if !utf8.ValidString(val) {
-			return nil, fmt.Errorf("%s is not valid UTF-8", name)
+			return nil, &payload.Error{Kind: payload.KindInvalidField, Field: name, Msg: "not valid UTF-8"}
 		}
 	}
 	if cfg.MultiGPU && v.Resources.GPUs < 2 {
-		return nil, fmt.Errorf("job asks for multiple GPUs but queue %q gives each step %d", v.Queue, v.Resources.GPUs)
+		return nil, &payload.Error{Kind: payload.KindInvalidField, Field: "multi_gpu",
+			Msg: fmt.Sprintf("the job asks for multiple GPUs but queue %q gives each step %d", v.Queue, v.Resources.GPUs)}
 	}
 	image := v.Image
 	if job.Image != "" {
 		if !ValidImage(job.Image) {
-			return nil, fmt.Errorf("%s %q is not a valid image reference", contract.EnvImage, job.Image)
+			return nil, &payload.Error{Kind: payload.KindInvalidField, Field: contract.EnvImage, Msg: fmt.Sprintf("%q is not a valid image reference", job.Image)}
 		}
 		image = job.Image
 	}
@@ -142,7 +146,8 @@ func stepPriority(mode payload.Mode, override string) (int, error) {
 	if override != "" {
 		p, err := strconv.Atoi(override)
 		if err != nil || p < -maxPriority || p > maxPriority {
-			return 0, fmt.Errorf("%s %q is not an integer from %d to %d", contract.EnvPriority, override, -maxPriority, maxPriority)
+			return 0, &payload.Error{Kind: payload.KindInvalidField, Field: contract.EnvPriority,
+				Msg: fmt.Sprintf("%q is not an integer from %d to %d", override, -maxPriority, maxPriority)}
 		}
 		return p, nil
 	}

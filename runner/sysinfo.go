@@ -70,7 +70,7 @@ func FixedProbe(info payload.SystemInfo, gpuFound bool) *Probe {
 }
 
 func (p *Probe) gather(ctx context.Context, env []string) {
-	info := payload.SystemInfo{DeviceCount: 1}
+	info := payload.SystemInfo{DeviceCount: payload.DefaultDeviceCount}
 	var wg sync.WaitGroup
 	var nv, roc []byte
 	var nvErr, rocErr error

@@ -36,18 +36,9 @@ type Job struct {
 	payload string
 }
 
-// MisroutedError is an agent's job whose signed KERNELBOT_QUEUE is not the
-// agent's queue: a step moved by whoever could edit agents.queue (which a
-// signature does not cover). It must not run here, and a retry would land
-// on the same queue, so the CLI exits 65.
-type MisroutedError struct{ Err error }
-
-func (e *MisroutedError) Error() string { return "refusing a re-routed step: " + e.Err.Error() }
-func (e *MisroutedError) Unwrap() error { return e.Err }
-
 // NewJob reads the plugin config, the placement and the payload from the
 // environment and plans the container. Errors: ConfigError (exit 2),
-// RefusedError (75), MisroutedError or a payload.Error (65).
+// RefusedError (75), *signing.MisroutedError or a payload.Error (65).
 func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if len(req.Command) == 0 {
 		return nil, configErrorf("", "no command to run in the container")
@@ -81,7 +72,7 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if jobID == "" {
 		jobID = "local-" + strconv.Itoa(os.Getpid())
 	} else if err := signing.CheckQueueBinding(lookup); err != nil {
-		return nil, &MisroutedError{Err: err}
+		return nil, err
 	}
 	name := ContainerName(jobID)
 	base, err := filepath.Abs(StageBase(req.StageDir, lookup))

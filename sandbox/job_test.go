@@ -11,6 +11,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/sandbox/testimage"
+	"github.com/gpu-mode/kbgen/signing"
 )
 
 func jobEnv(t *testing.T) map[string]string {
@@ -49,7 +50,7 @@ func TestNewJob(t *testing.T) {
 		change map[string]string
 		is     func(error) bool
 	}{
-		{"re-routed", map[string]string{"BUILDKITE_AGENT_META_DATA_QUEUE": "amd-mi300"}, func(err error) bool { return errors.As(err, new(*MisroutedError)) }},
+		{"re-routed", map[string]string{"BUILDKITE_AGENT_META_DATA_QUEUE": "amd-mi300"}, func(err error) bool { return errors.As(err, new(*signing.MisroutedError)) }},
 		{"no payload", map[string]string{contract.EnvPayload: ""}, payload.IsJobError},
 		{"refused", map[string]string{contract.EnvMemory: "4g"}, IsRefused},
 		{"bad config", map[string]string{"BUILDKITE_PLUGINS": `[{"gpu-docker":{"image":"img:1"}}]`}, IsConfigError},

@@ -170,3 +170,17 @@ func TestLaunchWithoutDocker(t *testing.T) {
 		t.Errorf("err = %v, want a refusal (exit 75)", err)
 	}
 }
+
+// TestStopGraceBelowAgentGrace: docker stop's grace defaults to 5 s, half
+// the agent's default cancel-grace-period (10 s), so the container is gone
+// before the agent gives up on the job (docs/isolation.md#signals-and-lifetime).
+func TestStopGraceBelowAgentGrace(t *testing.T) {
+	for _, tt := range []struct {
+		timeout time.Duration
+		want    string
+	}{{0, "5"}, {8 * time.Second, "8"}, {2500 * time.Millisecond, "3"}} {
+		if got := (&Launcher{StopTimeout: tt.timeout}).stopSeconds(); got != tt.want {
+			t.Errorf("StopTimeout %v: docker stop --time %s, want %s", tt.timeout, got, tt.want)
+		}
+	}
+}

@@ -58,8 +58,9 @@ signs the eval step (command, plugins, env, repository) with the key; a
 vendor agent with verification-failure-behavior=block refuses it if any of
 that changed on the way.
 
-Exit codes: 0 ok, 2 bad flags or unknown queue, 65 invalid job, 1 upload,
-signing or other failure.`
+Exit codes: 0 ok, 2 bad flags or unknown queue, 65 invalid job or build
+env (KERNELBOT_PRIORITY, KERNELBOT_IMAGE, multi-GPU on a one-GPU queue), 1
+upload, signing or other failure.`
 }
 
 func (c *GenerateCmd) Run(g *Globals) error {
@@ -102,10 +103,7 @@ func (c *GenerateCmd) Run(g *Globals) error {
 	}
 	p, err := pipelinegen.Generate(job, vendor, pipelinegen.Options{})
 	if err != nil {
-		if payload.IsJobError(err) {
-			return err
-		}
-		return withCode(exitcode.Usage, err)
+		return err
 	}
 	return c.emit(g, p)
 }

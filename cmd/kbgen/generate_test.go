@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 )
@@ -37,6 +38,46 @@ func TestGenerateFromBuildEnv(t *testing.T) {
 	}
 	if strings.Contains(r.stdout, env[contract.EnvPayload]) {
 		t.Error("the payload must not be copied into the pipeline (it travels in the build env)")
+	}
+}
+
+// TestGenerateBadBuildEnvIsAJobError: what the build env asks for and the
+// queue cannot give is the job's fault (65, never retried), not a usage
+// error (2): nobody typed a flag wrong.
+func TestGenerateBadBuildEnvIsAJobError(t *testing.T) {
+	in, err := pipelinegen.ExampleJob(payload.ModeTest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi := *in.Config
+	multi.MultiGPU = true
+	multiEnc, err := payload.EncodeConfig(&multi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		encoded string
+		set     map[string]string
+		want    string
+	}{
+		{"priority not a number", in.Encoded, map[string]string{contract.EnvPriority: "high"}, `KERNELBOT_PRIORITY: "high" is not an integer from -100 to 100`},
+		{"priority out of range", in.Encoded, map[string]string{contract.EnvPriority: "1000"}, `KERNELBOT_PRIORITY: "1000" is not an integer`},
+		{"bad image", in.Encoded, map[string]string{contract.EnvImage: "--privileged"}, `KERNELBOT_IMAGE: "--privileged" is not a valid image reference`},
+		{"multi-GPU on a one-GPU queue", multiEnc, nil, "multi_gpu: the job asks for multiple GPUs but queue \"nvidia-h100\" gives each step 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := payload.SplitEnv(tt.encoded)
+			env[contract.EnvQueue] = "h100"
+			for k, v := range tt.set {
+				env[k] = v
+			}
+			r := runKbgen(t, env, "", "generate")
+			if r.code != exitcode.BadJob || !strings.Contains(r.stderr, tt.want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("exit %d, stderr %q; want exit 65 and one line with %q", r.code, r.stderr, tt.want)
+			}
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 )
@@ -32,7 +33,7 @@ func loadRegistry(g *Globals, file string) (*pipelinegen.Registry, error) {
 	}
 	reg, err := pipelinegen.LoadRegistry(file)
 	if err != nil {
-		return nil, withCode(2, err)
+		return nil, withCode(exitcode.Usage, err)
 	}
 	return reg, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox"
 )
 
 // Globals are handed to every command's Run method. Env is the only
@@ -100,7 +101,7 @@ func runCLI(g *Globals, args []string) (code int) {
 		kong.Writers(g.Stdout, g.Stderr),
 		kong.Exit(func(c int) { panic(exitRequest(c)) }),
 		kong.Bind(g),
-		kong.Vars{"version": Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary},
+		kong.Vars{"version": Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String()},
 	)
 	if err != nil {
 		fmt.Fprintf(g.Stderr, "kbgen: %v\n", err)
@@ -143,7 +144,14 @@ type exitError struct {
 	err  error
 }
 
-func (e *exitError) Error() string { return e.err.Error() }
+// Error is the inner error's message; a silent exit has none and says
+// only its code (report never prints it, but a wrapper or a log might).
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
 func (e *exitError) Unwrap() error { return e.err }
 
 // withCode attaches an exit code to err.

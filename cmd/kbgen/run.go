@@ -73,7 +73,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	mode := payload.Mode("")
 	in, err := readJob(g, c.PayloadFile)
 	if err == nil {
-		err = checkRouting(g)
+		err = withCode(exitcode.BadJob, signing.CheckRunRouting(g.LookupEnv))
 	}
 	if err != nil {
 		info, _, _ := probe.Wait()
@@ -111,23 +111,6 @@ func (c *RunCmd) Run(g *Globals) error {
 		return runErr
 	}
 	return withCode(runExitCode(runErr), runErr)
-}
-
-// checkRouting refuses a step that reached this agent from another queue
-// when no sandbox checked it first: on a Kubernetes fleet kbgen run is the
-// pod's command. The step's signed KERNELBOT_QUEUE must equal the agent's
-// queue tag. Outside a Buildkite job, inside the sandbox (which checked
-// already, and passes neither variable in), or where the agent exposes no
-// queue tag, there is nothing to compare.
-func checkRouting(g *Globals) error {
-	if g.Getenv(contract.EnvJobID) == "" || g.Getenv(contract.EnvInSandbox) == "1" ||
-		g.Getenv(contract.EnvQueue) == "" || g.Getenv(contract.EnvAgentQueue) == "" {
-		return nil
-	}
-	if err := signing.CheckQueueBinding(g.LookupEnv); err != nil {
-		return withCode(exitcode.BadJob, err)
-	}
-	return nil
 }
 
 // publish uploads and annotates an existing result (see --publish).

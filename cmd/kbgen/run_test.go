@@ -264,7 +264,10 @@ func TestRunRefusesAReroutedStep(t *testing.T) {
 		"BUILDKITE_JOB_ID": "j1", "KERNELBOT_QUEUE": "nvidia-h100", "BUILDKITE_AGENT_META_DATA_QUEUE": "amd-mi300",
 	}
 	r := runKbgen(t, env, "", "run", "--payload-file", job, "--system", systemFile(t, dir), "--out", out, "--no-upload")
-	if r.code != 65 || !strings.Contains(r.stderr, "re-routed") {
+	// The reason is said once, on one line (it was once printed twice:
+	// "refusing a re-routed step: … : refusing a re-routed step").
+	const reason = `refusing a re-routed step: it is for queue "nvidia-h100" but runs on an agent of queue "amd-mi300"`
+	if r.code != 65 || !strings.Contains(r.stderr, "\nkbgen: "+reason+"\n") {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	b, err := os.ReadFile(out)
@@ -272,7 +275,7 @@ func TestRunRefusesAReroutedStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res payload.FullResult
-	if err := json.Unmarshal(b, &res); err != nil || res.Success || !strings.Contains(res.Error, "re-routed") || len(res.Runs) != 0 {
+	if err := json.Unmarshal(b, &res); err != nil || res.Success || res.Error != reason || len(res.Runs) != 0 || res.System.DeviceCount != 1 {
 		t.Fatalf("result %s", b)
 	}
 	// Inside the sandbox (which checked already) there is nothing to compare.

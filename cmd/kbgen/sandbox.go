@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/signing"
 )
 
 // SandboxCmd is the gpu-docker plugin's command hook: it turns the step's
@@ -20,7 +21,7 @@ type SandboxCmd struct {
 	OutDir       string        `default:"." placeholder:"DIR" help:"Where result.json (and anything else the runner leaves in its out dir) is copied after the run: the job's working directory, where the step's artifact_paths upload it from. Example: --out-dir ."`
 	RunnerBinary string        `placeholder:"PATH" help:"The static kbgen mounted read-only into the container as /usr/local/bin/kbgen. Default: this kbgen (it must be built with CGO_ENABLED=0). Example: --runner-binary /usr/local/bin/kbgen"`
 	StageDir     string        `placeholder:"DIR" help:"Where the private payload file and out dir are staged on the host; dockerd must see it (not a PrivateTmp /tmp). Default: $$BUILDKITE_BUILD_PATH/.kbgen-stage, else $$TMPDIR or /tmp. Example: --stage-dir /var/lib/buildkite-agent/tmp"`
-	StopTimeout  time.Duration `default:"5s" help:"Grace period between SIGTERM and SIGKILL for the container when the job is cancelled; keep it below the agent's cancel-grace-period (10s by default). Example: --stop-timeout 8s"`
+	StopTimeout  time.Duration `default:"${stop_timeout}" help:"Grace period between SIGTERM and SIGKILL for the container when the job is cancelled; keep it below the agent's cancel-grace-period (10s by default). Example: --stop-timeout 8s"`
 	NoGPU        bool          `hidden:"" help:"Leave out the GPU flags (tests on machines without a GPU runtime; also KBGEN_SANDBOX_NO_GPU=1)."`
 
 	Command []string `arg:"" optional:"" passthrough:"" placeholder:"CMD" help:"The step's command, after '--'. 'kbgen run' is pointed at the mounted payload and out dir; anything else runs as given. Example: -- kbgen run"`
@@ -100,7 +101,7 @@ func sandboxErr(err error) error {
 		return withCode(exitcode.TempFail, err)
 	case sandbox.IsConfigError(err):
 		return withCode(exitcode.Usage, err)
-	case errors.As(err, new(*sandbox.MisroutedError)):
+	case errors.As(err, new(*signing.MisroutedError)):
 		return withCode(exitcode.BadJob, err)
 	}
 	return err

@@ -105,8 +105,8 @@ func TestSandboxExitCodes(t *testing.T) {
 		{"no payload", map[string]string{"KERNELBOT_PAYLOAD": ""}, nil, 65, "invalid job: no KERNELBOT_PAYLOAD"},
 		{"bad payload", map[string]string{"KERNELBOT_PAYLOAD": "aGVsbG8=", "KERNELBOT_PAYLOAD_SHA256": ""}, nil, 65, "invalid job: payload is base64 but not zlib data"},
 		{"altered payload", map[string]string{"KERNELBOT_PAYLOAD_SHA256": "00"}, nil, 65, "does not match its checksum"},
-		{"step moved to another queue", map[string]string{"BUILDKITE_AGENT_META_DATA_QUEUE": "amd-mi300"}, nil, 65, `step is for queue "nvidia-l4" but runs on an agent of queue "amd-mi300"`},
-		{"step without a queue", map[string]string{"KERNELBOT_QUEUE": ""}, nil, 65, "the step names no queue"},
+		{"step moved to another queue", map[string]string{"BUILDKITE_AGENT_META_DATA_QUEUE": "amd-mi300"}, nil, 65, "kbgen: refusing a re-routed step: it is for queue \"nvidia-l4\" but runs on an agent of queue \"amd-mi300\"\n"},
+		{"step without a queue", map[string]string{"KERNELBOT_QUEUE": ""}, nil, 65, "refusing a step that names no queue (KERNELBOT_QUEUE)"},
 		{"runner not a binary", nil, []string{"--runner-binary", notStatic}, 75, "is not a Linux executable"},
 		{"runner dynamic", nil, []string{"--runner-binary", "/bin/sh"}, 75, "is dynamically linked; build kbgen with CGO_ENABLED=0"},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,7 @@ func resultLine(t *testing.T, body string) string {
 }
 
 func failLine(msg string) string {
-	b, _ := json.Marshal(payload.FullResult{Error: msg, Runs: map[string]payload.EvalResult{}})
+	b, _ := json.Marshal(payload.Failed(payload.SystemInfo{}, errors.New(msg)))
 	return string(b) + "\n"
 }
 
