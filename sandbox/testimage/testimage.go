@@ -121,10 +121,11 @@ func Kbgen(t testing.TB, dir string) string {
 	return kbgenPath
 }
 
-// PythonTag is the debootstrap image with python3. Its content depends on
+// PythonTag is the debootstrap image with python3 (the full standard
+// library: the example harnesses import json, which python3-minimal lacks). Its content depends on
 // the Debian mirror on the day it is built, so it is tagged by its recipe,
 // not its bytes; `docker rmi` it to rebuild.
-const PythonTag = "kbgen-test-python:bookworm-minbase-1"
+const PythonTag = "kbgen-test-python:bookworm-minbase-2"
 
 // EnvPythonImage gates the tests that need PythonTag: building it runs
 // debootstrap against the Debian mirror (about a minute and 250 MB), too
@@ -159,7 +160,7 @@ func Python(t testing.TB) string {
 	if mirror == "" {
 		mirror = "http://deb.debian.org/debian"
 	}
-	cmd := exec.Command("debootstrap", "--variant=minbase", "--include=python3-minimal", "bookworm", rootfs, mirror)
+	cmd := exec.Command("debootstrap", "--variant=minbase", "--include=python3", "bookworm", rootfs, mirror)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		// The mirror is outside this repo's control: a machine that cannot
 		// reach it cannot run this test, which says so instead of failing.

@@ -1,0 +1,274 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
+	"github.com/gpu-mode/kbgen/sandbox/testimage"
+)
+
+var testTmp string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kbgen-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testTmp = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Queues of the test node and of Kernelbot's control agents.
+const (
+	vendorQueue  = "nvidia-l40s"
+	controlQueue = "kernelbot-control"
+)
+
+// srcRoot is this checkout's root.
+func srcRoot(t testing.TB) string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("no caller")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// harness is one node of two GPU agents (CPU 0 and CPU 1) rendered by
+// `kbgen node install`, one control agent holding the signing key, and the
+// local Buildkite they all take jobs from.
+type harness struct {
+	t        *testing.T
+	dir      string
+	root     string // the node's staging root
+	bin      string // kbgen and buildkite-agent, first on every PATH
+	agentBin string
+	kbgen    string
+	image    string
+	vendors  string
+	privKey  string
+	srv      *fakebuildkite.Server
+	node     []NodeAgent
+	gpus     []*Agent
+	control  *Agent
+}
+
+type harnessOpts struct {
+	// vendorTimeoutMinutes is the eval step's max-minutes.
+	vendorTimeoutMinutes int
+	minute               time.Duration
+	noControl            bool
+}
+
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	testimage.RequireDocker(t)
+	agentBin, err := FindAgentBinary()
+	if err != nil {
+		t.Skipf("%v; end-to-end tests skipped", err)
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git; end-to-end tests skipped")
+	}
+	h := &harness{t: t, dir: t.TempDir(), agentBin: agentBin}
+	h.image = testimage.Python(t)
+	h.bin = filepath.Join(h.dir, "bin")
+	must(t, os.MkdirAll(h.bin, 0o755))
+	must(t, os.Symlink(testimage.Kbgen(t, testTmp), filepath.Join(h.bin, "kbgen")))
+	must(t, os.Symlink(agentBin, filepath.Join(h.bin, "buildkite-agent")))
+	h.kbgen = filepath.Join(h.bin, "kbgen")
+
+	h.writeMachine()
+	h.privKey = filepath.Join(h.dir, "signing-key.json")
+	pub := filepath.Join(h.dir, "kernelbot.jwks")
+	h.run(nil, "keygen", "--private-out", h.privKey, "--public-out", pub)
+	token := filepath.Join(h.dir, "agent-token")
+	must(t, os.WriteFile(token, []byte(fakebuildkite.DefaultAgentToken+"\n"), 0o600))
+	h.root = filepath.Join(h.dir, "root")
+	h.run(nil, "node", "install", "--root", h.root, "--queue", vendorQueue,
+		"--sysfs", filepath.Join(h.dir, "sys"), "--nvidia-smi", filepath.Join(h.dir, "nvidia-smi.csv"),
+		"--reserve-cores", "0", "--reserve-memory", "1g",
+		"--plugin", filepath.Join(srcRoot(t), ".buildkite", "plugins", "gpu-docker"),
+		"--verification-key", pub, "--agent-binary", agentBin, "--kbgen-path", h.kbgen, "--token-file", token)
+	if h.node, err = ReadNode(h.root); err != nil {
+		t.Fatal(err)
+	}
+
+	if o.vendorTimeoutMinutes == 0 {
+		o.vendorTimeoutMinutes = 10
+	}
+	h.vendors = filepath.Join(h.dir, "vendors.yaml")
+	must(t, os.WriteFile(h.vendors, fmt.Appendf(nil, `vendors:
+  - queue: %s
+    donor: NVIDIA
+    gpu: L40S
+    runtime: nvidia
+    arch: "89"
+    image: %s
+    resources: {gpus: 1, cpus: 1, memory: 1g, shm-size: 64m, pids-limit: 512}
+    timeouts: {startup-minutes: 5, max-minutes: %d}
+`, vendorQueue, h.image, o.vendorTimeoutMinutes), 0o644))
+
+	repo := filepath.Join(h.dir, "repo")
+	must(t, MakeRepo(repo, srcRoot(t)))
+	h.srv, err = fakebuildkite.NewLive(fakebuildkite.Options{Repo: repo, Minute: o.minute, LostAfter: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.srv.Close)
+	if !o.noControl {
+		h.control = h.startControl("control-1")
+	}
+	for i := range h.node {
+		h.gpus = append(h.gpus, h.startGPU(i, fmt.Sprintf("node-gpu%d", i)))
+	}
+	t.Cleanup(h.removeContainers)
+	return h
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeMachine writes the sysfs of a machine with one NUMA node of three
+// single-thread cores and two L40S GPUs: with no cores reserved, the plan
+// gives GPU 0 CPU 0 and GPU 1 CPU 1 (real CPUs of this machine) and leaves
+// CPU 2 to the host, which only the systemd slice would use.
+func (h *harness) writeMachine() {
+	sys := filepath.Join(h.dir, "sys")
+	files := map[string]string{
+		"devices/system/node/online":             "0\n",
+		"devices/system/node/node0/cpulist":      "0-2\n",
+		"devices/system/node/node0/meminfo":      "Node 0 MemTotal:        8388608 kB\n",
+		"devices/system/cpu/online":              "0-2\n",
+		"devices/system/cpu/possible":            "0-2\n",
+		"bus/pci/devices/0000:38:00.0/numa_node": "0\n",
+		"bus/pci/devices/0000:3a:00.0/numa_node": "0\n",
+	}
+	for c := 0; c < 3; c++ {
+		d := fmt.Sprintf("devices/system/cpu/cpu%d/topology/", c)
+		files[d+"core_id"] = fmt.Sprintf("%d\n", c)
+		files[d+"physical_package_id"] = "0\n"
+		files[d+"thread_siblings_list"] = fmt.Sprintf("%d\n", c)
+	}
+	fixture := filepath.Join(srcRoot(h.t), "node", "testdata", "l40sx2")
+	for _, dev := range []string{"0000:38:00.0", "0000:3a:00.0"} {
+		for _, f := range []string{"class", "vendor", "device"} {
+			b, err := os.ReadFile(filepath.Join(fixture, "sys", "bus", "pci", "devices", dev, f))
+			must(h.t, err)
+			files["bus/pci/devices/"+dev+"/"+f] = string(b)
+		}
+	}
+	for name, content := range files {
+		p := filepath.Join(sys, name)
+		must(h.t, os.MkdirAll(filepath.Dir(p), 0o755))
+		must(h.t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	smi, err := os.ReadFile(filepath.Join(fixture, "nvidia-smi.csv"))
+	must(h.t, err)
+	must(h.t, os.WriteFile(filepath.Join(h.dir, "nvidia-smi.csv"), smi, 0o644))
+}
+
+// path is the PATH of agents and the CLI: kbgen and the agent first.
+func (h *harness) path() string { return "PATH=" + h.bin + ":" + os.Getenv("PATH") }
+
+func (h *harness) startControl(name string) *Agent {
+	dir := filepath.Join(h.dir, "agents", name)
+	a, err := StartAgent(AgentSpec{Binary: h.agentBin, Name: name, Endpoint: h.srv.AgentEndpoint(), Token: h.srv.AgentToken(),
+		Tags: "queue=" + controlQueue, Dir: dir,
+		Env: []string{h.path(), "HOME=" + dir, "KBGEN_SIGNING_KEY=" + h.privKey, "KBGEN_VENDORS=" + h.vendors}})
+	must(h.t, err)
+	h.t.Cleanup(func() { h.stopAgent(a) })
+	return a
+}
+
+// startGPU starts node agent i with its rendered config, env and hooks.
+func (h *harness) startGPU(i int, name string) *Agent {
+	na := h.node[i]
+	dir := filepath.Join(h.dir, "agents", name)
+	must(h.t, na.PrepareHooks(h.root, dir))
+	env := append(append([]string{}, na.Env...), h.path(), "HOME="+dir, "KBGEN_SANDBOX_NO_GPU=1")
+	a, err := StartAgent(AgentSpec{Binary: h.agentBin, Name: name, Endpoint: h.srv.AgentEndpoint(), Token: h.srv.AgentToken(),
+		Config: na.Config, Dir: dir, Env: env})
+	must(h.t, err)
+	h.t.Cleanup(func() { h.stopAgent(a) })
+	return a
+}
+
+func (h *harness) stopAgent(a *Agent) {
+	if err := a.Stop(15 * time.Second); err != nil {
+		h.t.Log(err)
+	}
+	a.Cleanup()
+	if h.t.Failed() {
+		h.t.Logf("agent %s log (tail):\n%s", a.Name, tail(a.Log(), 40))
+	}
+}
+
+// removeContainers removes any container a job of this test left.
+func (h *harness) removeContainers() {
+	for _, j := range h.srv.AllJobs() {
+		_ = exec.Command("docker", "rm", "-f", "kbgen-"+j.ID).Run()
+	}
+}
+
+// cliEnv is the env kbgen submit runs with against the local Buildkite.
+func (h *harness) cliEnv() []string {
+	return []string{h.path(), "BUILDKITE_API_URL=" + h.srv.URL(), "BUILDKITE_API_TOKEN=" + h.srv.Token,
+		"BUILDKITE_ORG=" + h.srv.Org, "BUILDKITE_PIPELINE=" + h.srv.Pipeline, "KBGEN_VENDORS=" + h.vendors,
+		"KBGEN_BOOTSTRAP_QUEUE=" + controlQueue, "HOME=" + h.dir}
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs kbgen with the CLI env and fails the test on a non-zero exit
+// unless env is given (then the caller judges the result).
+func (h *harness) run(env []string, args ...string) cliResult {
+	h.t.Helper()
+	r := h.runCtx(context.Background(), env, args...)
+	if env == nil && r.code != 0 {
+		h.t.Fatalf("kbgen %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func (h *harness) runCtx(ctx context.Context, env []string, args ...string) cliResult {
+	cmd := exec.CommandContext(ctx, h.kbgen, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := cliResult{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		h.t.Fatalf("kbgen %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
