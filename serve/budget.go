@@ -68,13 +68,13 @@ type sent struct {
 	class Class
 }
 
-// NewBudget returns a budget of perMinute requests, 40% of them kept for
+// NewBudget returns a budget of perMinute requests, half of them kept for
 // polls and result fetches.
 func NewBudget(perMinute int) *Budget {
 	if perMinute < 5 {
 		perMinute = 5
 	}
-	return &Budget{PerMinute: perMinute, PollShare: perMinute * 2 / 5, Floor: 2, orgLeft: -1, now: time.Now, changed: make(chan struct{})}
+	return &Budget{PerMinute: perMinute, PollShare: perMinute / 2, Floor: 2, orgLeft: -1, now: time.Now, changed: make(chan struct{})}
 }
 
 // Acquire waits until a request of class c fits, then counts it. onWait,

@@ -22,20 +22,20 @@ func (f *fakeNow) add(d time.Duration) {
 
 func TestBudgetWindowAndShares(t *testing.T) {
 	clk := &fakeNow{t: time.Unix(1e9, 0)}
-	b := NewBudget(10) // creates may use 6, polls and fetches all 10
+	b := NewBudget(10) // creates may use 5, polls and fetches all 10
 	b.now = clk.now
 	ctx := context.Background()
-	for i := range 6 {
+	for i := range 5 {
 		if d := b.Ready(Create); d != 0 {
 			t.Fatalf("create %d must not wait, waits %s", i, d)
 		}
 		_ = b.Acquire(ctx, Create, nil)
 		clk.add(time.Second)
 	}
-	if d := b.Ready(Create); d != 54*time.Second+time.Millisecond {
-		t.Fatalf("7th create waits %s, want 54.001s (the first leaves the window)", d)
+	if d := b.Ready(Create); d != 55*time.Second+time.Millisecond {
+		t.Fatalf("6th create waits %s, want 55.001s (the first leaves the window)", d)
 	}
-	for range 4 {
+	for range 5 {
 		if b.Ready(Poll) != 0 {
 			t.Fatal("polls must use the share creates left")
 		}
@@ -44,7 +44,7 @@ func TestBudgetWindowAndShares(t *testing.T) {
 	if d := b.Ready(Urgent); d == 0 {
 		t.Fatal("an 11th request in one minute does not wait")
 	}
-	clk.add(55 * time.Second)
+	clk.add(56 * time.Second)
 	if d := b.Ready(Create); d != 0 {
 		t.Fatalf("after the window slid, create waits %s", d)
 	}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -185,5 +186,29 @@ func TestTokenNotLogged(t *testing.T) {
 	}
 	if !strings.Contains(r.log.String(), "GET") {
 		t.Fatal("the log is empty: the test proves nothing")
+	}
+}
+
+// TestBudgetKeepsUnderOrgLimit: against a stand-in enforcing 25 requests a
+// minute, a service with a budget of 20 runs 8 builds without one 429 and
+// without more than 20 requests in any minute.
+func TestBudgetKeepsUnderOrgLimit(t *testing.T) {
+	sc := fastScript
+	sc.ResultInMetaData = true
+	r := newRig(t, rigOpts{budget: 20, pollEvery: 200 * time.Millisecond, script: sc})
+	r.fake.SetRateLimit(25)
+	for i := range 8 {
+		r.submit(fmt.Sprintf("b%d", i))
+	}
+	for i := range 8 {
+		if st := r.await(fmt.Sprintf("b%d", i), 20*time.Second); st.Status != StatusObtained {
+			t.Fatalf("b%d: %+v", i, st)
+		}
+	}
+	if n := r.fake.RateLimited(); n != 0 {
+		t.Errorf("%d answers 429", n)
+	}
+	if n := r.fake.MaxRequestsIn(time.Minute); n > 20 {
+		t.Errorf("%d requests in one minute, budget 20", n)
 	}
 }

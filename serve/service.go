@@ -78,10 +78,10 @@ func New(cfg Config) (*Service, error) {
 		cfg.RecoverWindow = time.Hour
 	}
 	if cfg.PollEvery <= 0 {
-		// The polls' share of the budget, one list request a poll plus a
-		// progress request every fourth: 1.25 requests a poll.
-		share := max(cfg.Budget.PollShare, 1)
-		cfg.PollEvery = max(time.Duration(float64(time.Minute)*1.25/float64(share)), 500*time.Millisecond)
+		// About two thirds of the budget at most for polls while no create
+		// waits (one list request a poll, one more every progressEvery);
+		// the watcher halves its pace while creates queue.
+		cfg.PollEvery = max(time.Duration(float64(time.Minute)/(0.66*float64(cfg.Budget.PerMinute))), 500*time.Millisecond)
 		if cfg.WebhookSecret != "" || cfg.WebhookToken != "" {
 			cfg.PollEvery = max(cfg.PollEvery, SafetyPoll)
 		}

@@ -25,7 +25,7 @@ const minKickGap = 200 * time.Millisecond
 
 // progressEvery: every this many polls, one more request lists the running
 // builds, for the scheduled → running progress event.
-const progressEvery = 4
+const progressEvery = 10
 
 // watch is the one watcher of every run: it polls while builds are in
 // flight, at once when woken by a webhook or a create, and never while
@@ -53,8 +53,17 @@ func (s *Service) watch(ctx context.Context) {
 			default:
 			}
 		}
-		t.Reset(s.cfg.PollEvery)
+		t.Reset(s.interval())
 	}
+}
+
+// interval is the time to the next poll: PollEvery, doubled while creates
+// queue for the budget (so they get through faster).
+func (s *Service) interval() time.Duration {
+	if len(s.pending.list()) > 0 {
+		return 2 * s.cfg.PollEvery
+	}
+	return s.cfg.PollEvery
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

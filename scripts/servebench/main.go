@@ -1,0 +1,273 @@
+// Command servebench measures kbgen serve against the local Buildkite
+// stand-in enforcing the organization's REST limit: many runs at once
+// (detection latency, 429s, requests in any minute), or many builds in
+// flight (the service's memory and CPU between events). It is a script,
+// not a test: docs/performance.md records its numbers with the command.
+//
+//	go run ./scripts/servebench -runs 40 -build 30s            # polling only
+//	go run ./scripts/servebench -runs 40 -build 30s -webhooks  # with webhooks
+//	go run ./scripts/servebench -inflight 1000                 # RSS and CPU
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
+	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/serve"
+)
+
+func main() {
+	runs := flag.Int("runs", 40, "runs submitted at once")
+	build := flag.Duration("build", 30*time.Second, "how long each build takes")
+	webhooks := flag.Bool("webhooks", false, "the stand-in sends signed webhooks to the service")
+	limit := flag.Int("limit", 200, "the stand-in's REST limit per minute")
+	budget := flag.Int("budget", 100, "kbgen serve --api-budget")
+	artifacts := flag.Bool("artifacts", false, "builds carry no result meta-data: every result is read from its artifact")
+	inflight := flag.Int("inflight", 0, "instead: this many builds in flight, and measure the service's RSS and CPU for -idle")
+	idle := flag.Duration("idle", time.Minute, "with -inflight: how long to measure")
+	flag.Parse()
+	if err := run(*runs, *build, *webhooks, *limit, *budget, *artifacts, *inflight, *idle); err != nil {
+		fmt.Fprintln(os.Stderr, "servebench:", err)
+		os.Exit(1)
+	}
+}
+
+const (
+	serverToken   = "bench-server-token"
+	webhookSecret = "bench-webhook-secret"
+)
+
+func run(runs int, build time.Duration, webhooks bool, limit, budget int, artifacts bool, inflight int, idle time.Duration) error {
+	fake := fakebuildkite.New(nil)
+	defer fake.Close()
+	fake.SetScript(fakebuildkite.Script{BootStart: build / 30, Uploaded: build / 10, EvalStart: build / 8, Finish: build, ResultInMetaData: !artifacts})
+	for i := range inflight {
+		fake.SeedWithMetaData(map[string]string{"run_id": fmt.Sprintf("seed-%d", i), "queue": "nvidia-h100", serve.MetaDataService: "kbgen"},
+			fakebuildkite.Script{BootStart: time.Second, Uploaded: 2 * time.Second, EvalStart: 3 * time.Second, Never: true}, time.Minute)
+	}
+	fake.SetRateLimit(limit)
+	bin, err := buildKbgen()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(filepath.Dir(bin))
+	env := []string{"BUILDKITE_API_TOKEN=" + fake.Token, "BUILDKITE_ORG=" + fake.Org, "BUILDKITE_PIPELINE=" + fake.Pipeline,
+		"BUILDKITE_API_URL=" + fake.URL(), "KBGEN_SERVER_TOKEN=" + serverToken}
+	if webhooks {
+		env = append(env, "BUILDKITE_WEBHOOK_SECRET="+webhookSecret)
+	}
+	cmd, url, err := startServe(bin, env, budget)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if webhooks {
+		fake.SetWebhook(fakebuildkite.Webhook{URL: url + "/v1/buildkite/webhook", Secret: webhookSecret})
+	}
+	if inflight > 0 {
+		return measureIdle(fake, cmd.Process.Pid, url, inflight, idle)
+	}
+	return measureLoad(fake, url, runs, build, webhooks, limit, budget)
+}
+
+func buildKbgen() (string, error) {
+	dir, err := os.MkdirTemp("", "servebench-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "kbgen")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/kbgen").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building kbgen (run from the repository root): %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func startServe(bin string, env []string, budget int) (*exec.Cmd, string, error) {
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--api-budget", strconv.Itoa(budget))
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
+				ready <- strings.Fields(rest)[0]
+				fmt.Fprintln(os.Stderr, sc.Text())
+			}
+		}
+	}()
+	select {
+	case url := <-ready:
+		return cmd, url, nil
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		return nil, "", fmt.Errorf("kbgen serve did not start")
+	}
+}
+
+func jobPayload() string {
+	enc, err := payload.Encode([]byte(`{"lang": "py", "mode": "test", "sources": {"eval.py": "print(1)", "submission.py": "x = 1"}, "main": "eval.py", "tests": [{"size": 128, "seed": 5236}], "benchmarks": [], "seed": null, "ranking_by": "last", "test_timeout": 60, "benchmark_timeout": 60, "ranked_timeout": 60}`))
+	if err != nil {
+		panic(err)
+	}
+	return enc
+}
+
+type outcome struct {
+	build  int
+	status string
+	doneAt time.Time
+	err    error
+	budget bool // the run was told "waiting for API budget"
+}
+
+func measureLoad(fake *fakebuildkite.Server, url string, runs int, build time.Duration, webhooks bool, limit, budget int) error {
+	rem, err := serve.NewRemote(url, serverToken)
+	if err != nil {
+		return err
+	}
+	enc := jobPayload()
+	start := time.Now()
+	outs := make([]outcome, runs)
+	var wg sync.WaitGroup
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := &outs[i]
+			st, err := rem.Run(context.Background(), serve.RunRequest{RunID: fmt.Sprintf("bench-%d", i), Queue: "nvidia-h100", Payload: enc},
+				func(e client.Event) {
+					if e.Kind == "budget" {
+						o.budget = true
+					}
+				})
+			o.doneAt, o.err = time.Now(), err
+			if st != nil {
+				o.build, o.status = st.Build, st.Status
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	var lat []time.Duration
+	failed, told := 0, 0
+	for _, o := range outs {
+		if o.err != nil || o.status != serve.StatusObtained {
+			failed++
+			fmt.Fprintf(os.Stderr, "run failed: %v %s\n", o.err, o.status)
+			continue
+		}
+		if o.budget {
+			told++
+		}
+		lat = append(lat, o.doneAt.Sub(fake.PassedAt(o.build)))
+	}
+	slices.Sort(lat)
+	mode := "polling only"
+	if webhooks {
+		mode = "with webhooks"
+	}
+	fmt.Printf("%d runs at once, %s builds, %s, stand-in limit %d/min, --api-budget %d\n", runs, build, mode, limit, budget)
+	fmt.Printf("  results: %d/%d obtained in %s (%d told \"waiting for API budget\")\n", len(lat), runs, wall.Round(100*time.Millisecond), told)
+	fmt.Printf("  429 answers: %d\n", fake.RateLimited())
+	if len(lat) > 0 {
+		fmt.Printf("  detection latency: median %s, p99 %s, max %s\n", pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond))
+	}
+	fmt.Printf("  API requests: %d in all, at most %d in any 60 s\n", fake.CountRequests("", "/v2/"), fake.MaxRequestsIn(time.Minute))
+	if webhooks {
+		ok, bad := fake.WebhooksSent()
+		fmt.Printf("  webhooks delivered: %d (failed %d)\n", ok, bad)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d runs failed", failed)
+	}
+	return nil
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	return sorted[max(min(i, len(sorted))-1, 0)].Round(time.Millisecond)
+}
+
+func measureIdle(fake *fakebuildkite.Server, pid int, url string, n int, idle time.Duration) error {
+	var h serve.Health
+	deadline := time.Now().Add(2 * time.Minute)
+	for h.Open < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the service resumed %d of %d runs", h.Open, n)
+		}
+		time.Sleep(500 * time.Millisecond)
+		resp, err := http.Get(url + "/")
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+		}
+	}
+	time.Sleep(5 * time.Second) // past the startup scan
+	before := fake.CountRequests("", "/v2/")
+	cpu0, err := cpuTicks(pid)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	time.Sleep(idle)
+	cpu1, _ := cpuTicks(pid)
+	secs := time.Since(t0).Seconds()
+	rss, hwm := rssKiB(pid)
+	fmt.Printf("%d runs in flight (resumed from Buildkite meta-data), measured %s\n", n, idle)
+	fmt.Printf("  kbgen serve RSS %.1f MiB (peak %.1f MiB)\n", float64(rss)/1024, float64(hwm)/1024)
+	fmt.Printf("  CPU %.2f %% of one core\n", 100*float64(cpu1-cpu0)/100/secs)
+	fmt.Printf("  API requests in that time: %d (%.1f/min)\n", fake.CountRequests("", "/v2/")-before, float64(fake.CountRequests("", "/v2/")-before)/secs*60)
+	fmt.Printf("  429 answers: %d\n", fake.RateLimited())
+	return nil
+}
+
+// cpuTicks is utime+stime of pid in clock ticks (100 a second on Linux).
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s, nil
+}
+
+func rssKiB(pid int) (rss, hwm int64) {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "VmRSS:":
+				rss = v
+			case "VmHWM:":
+				hwm = v
+			}
+		}
+	}
+	return rss, hwm
+}
