@@ -18,6 +18,13 @@ func (s *Service) Submit(req RunRequest) (*Run, bool, error) {
 	if err != nil {
 		return nil, false, &RequestError{Msg: err.Error()}
 	}
+	if s.cfg.Registry != nil {
+		v, err := s.cfg.Registry.Lookup(req.Queue)
+		if err != nil {
+			return nil, false, &RequestError{Msg: err.Error()}
+		}
+		req.Queue = v.Queue
+	}
 	r, fresh := s.runs.add(req, s.cfg.Now())
 	if !fresh {
 		if r.req.Payload != "" && r.req.Payload != req.Payload {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/pipelinegen"
 )
 
 // MetaDataService is the build meta-data key naming the service that owns
@@ -39,6 +40,9 @@ type Config struct {
 	// RecoverWindow is how far back the startup scan looks for finished
 	// builds; default 1 hour. Builds still running are found at any age.
 	RecoverWindow time.Duration
+	// Registry, when set, checks each run's queue and turns an alias
+	// (h100) into the queue name (nvidia-h100), as kbgen submit does.
+	Registry *pipelinegen.Registry
 	// Log receives one line per notable event; never the token.
 	Log io.Writer
 	Now func() time.Time // default time.Now

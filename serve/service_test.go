@@ -15,6 +15,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/pipelinegen"
 )
 
 // fastScript is a build that passes 600 ms after its creation.
@@ -63,7 +64,11 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log})
+	reg, err := pipelinegen.LoadRegistry("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,8 +198,9 @@ func TestBadRequests(t *testing.T) {
 	for name, req := range map[string]RunRequest{
 		"no run id":   {Queue: "q", Payload: testPayload(t)},
 		"no queue":    {RunID: "a", Payload: testPayload(t)},
-		"bad payload": {RunID: "a", Queue: "q", Payload: "not base64!"},
+		"bad payload": {RunID: "a", Queue: "h100", Payload: "not base64!"},
 		"space in id": {RunID: "a b", Queue: "q", Payload: testPayload(t)},
+		"bad queue":   {RunID: "a", Queue: "no-such-gpu", Payload: testPayload(t)},
 	} {
 		if resp, body := r.do("POST", "/v1/runs", req, testToken); resp.StatusCode != http.StatusUnprocessableEntity {
 			t.Errorf("%s: %d %s", name, resp.StatusCode, body)
@@ -276,5 +282,18 @@ func TestClientDisconnectAndDelete(t *testing.T) {
 	}
 	if st := r.await("gone", 5*time.Second); st.Status != StatusObtained {
 		t.Fatalf("run whose reader left: %+v", st)
+	}
+}
+
+func TestQueueAlias(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	resp, body := r.do("POST", "/v1/runs", RunRequest{RunID: "alias", Queue: "h100", Payload: testPayload(t)}, testToken)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	st := r.await("alias", 10*time.Second)
+	env, meta, _ := r.fake.CreatedEnv(st.Build)
+	if env["KERNELBOT_QUEUE"] != "nvidia-h100" || meta["queue"] != "nvidia-h100" || meta[MetaDataService] != "kbgen" {
+		t.Fatalf("env %v meta %v", env["KERNELBOT_QUEUE"], meta)
 	}
 }

@@ -23,6 +23,7 @@ type ServeCmd struct {
 	Name          string        `default:"kbgen" help:"Tags this service's builds (meta-data kbgen_service=NAME); a restarted service resumes the builds of its name."`
 	PollInterval  time.Duration `name:"poll-interval" help:"Interval of the one watcher (default: derived from --api-budget; 5s when a webhook secret or token is set)."`
 	RecoverWindow time.Duration `name:"recover-window" default:"1h" help:"On start, finished builds this recent are found again (running ones at any age)."`
+	Vendors       string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 
 	BuildkiteFlags `embed:""`
 }
@@ -35,6 +36,10 @@ func (c *ServeCmd) Run(g *Globals) error {
 	}
 	if network == "tcp" && serverToken == "" {
 		return withCode(exitcode.Usage, errors.New("KBGEN_SERVER_TOKEN is required to listen on TCP: clients send it as a bearer token"))
+	}
+	reg, err := loadRegistry(g, c.Vendors)
+	if err != nil {
+		return err
 	}
 	budget := serve.NewBudget(c.APIBudget)
 	bk, err := c.newClientWith(g, true, func(o *client.Options) {
@@ -49,7 +54,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	svc, err := serve.New(serve.Config{
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
-		Log: g.Stderr,
+		Registry: reg, Log: g.Stderr,
 	})
 	if err != nil {
 		return withCode(exitcode.Usage, err)
