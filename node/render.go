@@ -11,6 +11,7 @@ import (
 	"text/template"
 
 	"github.com/gpu-mode/kbgen/deployment"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
 )
 
@@ -152,7 +153,7 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	files = append(files, File{Path: PlanFile, Mode: 0o644, Data: plan.Bytes()})
 	if opts.Token != "" {
 		// Root-only: systemd reads it before dropping to the agent user.
-		files = append(files, File{Path: TokenFile, Mode: 0o600, Data: []byte("BUILDKITE_AGENT_TOKEN=" + opts.Token + "\n")})
+		files = append(files, File{Path: TokenFile, Mode: 0o600, Data: []byte(contract.EnvAgentToken + "=" + opts.Token + "\n")})
 	}
 	if opts.VerificationJWKS != nil {
 		files = append(files, File{Path: JWKSFile, Mode: 0o644, Data: opts.VerificationJWKS})

@@ -49,11 +49,13 @@ const (
 	maxPriority     = 100
 )
 
-// Generate builds the pipeline for job on vendor v. A job or build env
+// PlanEval decides the eval step for job on vendor v, as typed fields
+// (queue, timeout, priority, plugin config, env): what Generate emits and
+// what `kbgen local` runs under. A job or build env
 // it cannot run (a bad KERNELBOT_PRIORITY or KERNELBOT_IMAGE, more GPUs
 // than the queue gives, a run id that is not UTF-8, a timeout beyond the
 // vendor's) is a *payload.Error: the job's fault, never retried.
-func Generate(job Job, v *Vendor, opts Options) (*pipeline.Pipeline, error) {
+func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 	if job.Input == nil || job.Input.Config == nil {
 		return nil, errors.New("generate: no job")
 	}
@@ -117,6 +119,16 @@ func Generate(job Job, v *Vendor, opts Options) (*pipeline.Pipeline, error) {
 	if job.User != "" {
 		eval.ConcurrencyGroup = "kernelbot/" + v.Queue + "/user/" + concurrencyKey(job.User)
 		eval.Concurrency = max(opts.UserConcurrency, 1)
+	}
+	return &eval, nil
+}
+
+// Generate builds the pipeline for job on vendor v: the one eval step
+// PlanEval decides. Its errors are PlanEval's.
+func Generate(job Job, v *Vendor, opts Options) (*pipeline.Pipeline, error) {
+	eval, err := PlanEval(job, v, opts)
+	if err != nil {
+		return nil, err
 	}
 	step, err := eval.CommandStep()
 	if err != nil {

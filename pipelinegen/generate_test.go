@@ -3,6 +3,7 @@ package pipelinegen
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/buildkite/go-pipeline"
 
@@ -215,5 +216,43 @@ func TestRunIDMustBeUTF8(t *testing.T) {
 		if _, err := Generate(job, v, Options{}); err == nil || !strings.Contains(err.Error(), "UTF-8") {
 			t.Errorf("%+v: want a UTF-8 error, got %v", job, err)
 		}
+	}
+}
+
+// TestPlanEvalIsWhatGenerateEmits: the typed eval step (what kbgen local
+// runs under) and the emitted step agree on queue, timeout and priority.
+func TestPlanEvalIsWhatGenerateEmits(t *testing.T) {
+	reg, err := LoadRegistry("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := reg.LookupOrFirst("")
+	if err != nil || v.Queue != reg.Queues()[0] {
+		t.Fatalf("LookupOrFirst(\"\") = %v, %v", v, err)
+	}
+	in, err := ExampleJob(payload.ModeLeaderboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := Job{Input: in, RunID: "r1", Queue: v.Queue, Priority: "7"}
+	e, err := PlanEval(job, v, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := StepTimeoutMinutes(in.Config, v)
+	if e.Queue != v.Queue || e.TimeoutMinutes != want || e.Timeout() != time.Duration(want)*time.Minute || e.Priority != 7 {
+		t.Errorf("PlanEval: queue %q timeout %d (%s) priority %d", e.Queue, e.TimeoutMinutes, e.Timeout(), e.Priority)
+	}
+	p, err := Generate(job, v, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := EvalStep(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.RemainingFields["timeout_in_minutes"] != e.TimeoutMinutes || s.RemainingFields["priority"] != e.Priority ||
+		s.RemainingFields["agents"].(map[string]any)["queue"] != e.Queue {
+		t.Errorf("emitted %v, planned %+v", s.RemainingFields, e)
 	}
 }

@@ -210,6 +210,15 @@ func (r *Registry) Lookup(queue string) (*Vendor, error) {
 	return nil, &UnknownQueueError{Queue: queue, Known: r.Names()}
 }
 
+// LookupOrFirst is Lookup, except that "" picks the registry's first
+// queue (`kbgen local` without --queue or KERNELBOT_QUEUE).
+func (r *Registry) LookupOrFirst(queue string) (*Vendor, error) {
+	if qs := r.Queues(); queue == "" && len(qs) > 0 {
+		queue = qs[0]
+	}
+	return r.Lookup(queue)
+}
+
 // Names lists every queue name and alias, sorted.
 func (r *Registry) Names() []string {
 	names := make([]string, 0, len(r.byName))

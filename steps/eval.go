@@ -3,6 +3,7 @@ package steps
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/buildkite/go-pipeline"
 
@@ -31,6 +32,10 @@ type Eval struct {
 	// instead of the gpu-docker plugin.
 	Kubernetes bool
 }
+
+// Timeout is the step's timeout_in_minutes as a duration: the most the
+// whole step, image start included, may take.
+func (e Eval) Timeout() time.Duration { return time.Duration(e.TimeoutMinutes) * time.Minute }
 
 // CommandStep builds the go-pipeline step. Fields go-pipeline does not
 // model (agents, retry, timeout, …) go into RemainingFields, which yaml.v3

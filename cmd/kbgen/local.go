@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/gpu-mode/kbgen/examples"
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -72,12 +72,12 @@ func (c *LocalCmd) Run(g *Globals) error {
 		return err
 	}
 	cfg := in.Config
-	step, err := c.pipeline(g, in)
+	step, err := c.evalStep(g, in)
 	if err != nil {
 		return err
 	}
 	if !c.JSON {
-		fmt.Fprintf(g.Stderr, "kbgen local: %s job, mode %s; pipeline for queue %s: eval step %q, timeout %s\n", cfg.Lang, cfg.Mode, step.queue, step.command, step.timeout)
+		fmt.Fprintf(g.Stderr, "kbgen local: %s job, mode %s; pipeline for queue %s: eval step %q, timeout %s\n", cfg.Lang, cfg.Mode, step.Queue, steps.RunCommand, step.Timeout())
 	}
 
 	ctx, stop := signalContext()
@@ -86,7 +86,7 @@ func (c *LocalCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	opts := runner.Options{WorkDir: c.Workdir, Environ: g.Environ(), Probe: probe, MaxTimeout: step.timeout}
+	opts := runner.Options{WorkDir: c.Workdir, Environ: g.Environ(), Probe: probe, MaxTimeout: step.Timeout()}
 	if !c.JSON {
 		opts.Log = g.Stderr
 	}
@@ -107,48 +107,18 @@ func (c *LocalCmd) Run(g *Globals) error {
 	return nil
 }
 
-// evalStep is what local takes from the generated pipeline.
-type evalStep struct {
-	queue, command string
-	timeout        time.Duration
-}
-
-// pipeline generates the job's pipeline as the bootstrap step would and
-// returns its eval step.
-func (c *LocalCmd) pipeline(g *Globals, in *payload.Input) (*evalStep, error) {
+// evalStep plans the job's eval step as the bootstrap step would, on
+// --queue, else KERNELBOT_QUEUE, else the registry's first queue.
+func (c *LocalCmd) evalStep(g *Globals, in *payload.Input) (*steps.Eval, error) {
 	reg, err := loadRegistry(g, c.Vendors)
 	if err != nil {
 		return nil, err
 	}
-	queue := c.Queue
-	if queue == "" {
-		queue = g.Getenv(contract.EnvQueue)
-	}
-	if queue == "" {
-		if qs := reg.Queues(); len(qs) > 0 {
-			queue = qs[0]
-		}
-	}
-	vendor, err := reg.Lookup(queue)
+	vendor, err := reg.LookupOrFirst(cmp.Or(c.Queue, g.Getenv(contract.EnvQueue)))
 	if err != nil {
 		return nil, withCode(exitcode.Usage, err)
 	}
-	p, err := pipelinegen.Generate(pipelinegen.Job{Input: in, RunID: "local", Queue: queue}, vendor, pipelinegen.Options{})
-	if err != nil {
-		return nil, err
-	}
-	step, err := pipelinegen.EvalStep(p)
-	if err != nil {
-		return nil, err
-	}
-	minutes, ok := step.RemainingFields["timeout_in_minutes"].(int)
-	if !ok || minutes <= 0 {
-		return nil, fmt.Errorf("generated eval step has no timeout_in_minutes")
-	}
-	if step.Command != steps.RunCommand {
-		return nil, fmt.Errorf("generated eval step runs %q, not %q", step.Command, steps.RunCommand)
-	}
-	return &evalStep{queue: queue, command: step.Command, timeout: time.Duration(minutes) * time.Minute}, nil
+	return pipelinegen.PlanEval(pipelinegen.Job{Input: in, RunID: "local", Queue: vendor.Queue}, vendor, pipelinegen.Options{})
 }
 
 func (c *LocalCmd) print(g *Globals, res *payload.FullResult) error {

@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/node"
-	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/sandbox"
-	"github.com/gpu-mode/kbgen/signing"
 )
 
 // NodeCmd groups the vendor-node commands.
@@ -33,7 +30,7 @@ type machineFlags struct {
 	ReserveMemory string `default:"16g" placeholder:"SIZE" help:"Memory of each NUMA node kept for the host, docker syntax. Example: --reserve-memory 32g"`
 }
 
-func (m *machineFlags) plan(ctx context.Context, queue string) (*node.Plan, error) {
+func (m *machineFlags) plan(ctx context.Context, g *Globals, queue string) (*node.Plan, error) {
 	mem, err := sandbox.ParseSize(m.ReserveMemory)
 	if err != nil {
 		return nil, withCode(exitcode.Usage, fmt.Errorf("--reserve-memory: %w", err))
@@ -53,35 +50,14 @@ func (m *machineFlags) plan(ctx context.Context, queue string) (*node.Plan, erro
 	if err != nil {
 		return nil, fmt.Errorf("planning agents: %w", err)
 	}
-	if err := checkQueueRuntime(p); err != nil {
+	reg, err := loadRegistry(g, "")
+	if err != nil {
 		return nil, err
 	}
+	if err := node.CheckQueue(p, reg); err != nil {
+		return nil, withCode(exitcode.Usage, err)
+	}
 	return p, nil
-}
-
-// checkQueueRuntime refuses a plan whose GPUs are not the queue's runtime
-// in the vendor registry: an AMD node on an NVIDIA queue would take jobs
-// it can only fail.
-func checkQueueRuntime(p *node.Plan) error {
-	if p.Queue == "" {
-		return nil
-	}
-	reg, err := pipelinegen.LoadRegistry("")
-	if err != nil {
-		return err
-	}
-	v, err := reg.Lookup(p.Queue)
-	if err != nil {
-		p.Notes = append(p.Notes, fmt.Sprintf("queue %q is not in the vendor registry; add it there before jobs are routed to it", p.Queue))
-		return nil
-	}
-	if v.Backend == pipelinegen.BackendKubernetes {
-		return withCode(exitcode.Usage, fmt.Errorf("queue %q runs on Kubernetes (agent-stack-k8s), not on agents installed here: see deployment/k8s and docs/vendor-onboarding.md#kubernetes", p.Queue))
-	}
-	if string(v.Runtime) != string(p.Runtime) {
-		return withCode(exitcode.Usage, fmt.Errorf("queue %q runs %s GPUs (%s), but this node's GPUs are %s", p.Queue, v.Runtime, v.GPU, p.Runtime))
-	}
-	return nil
 }
 
 // NodePlanCmd prints the plan.
@@ -106,7 +82,7 @@ the host's reserve. A node with fewer free cores than GPUs is refused.
 }
 
 func (c *NodePlanCmd) Run(g *Globals) error {
-	p, err := c.plan(context.Background(), c.Queue)
+	p, err := c.plan(context.Background(), g, c.Queue)
 	if err != nil {
 		return err
 	}
@@ -147,42 +123,17 @@ It does not start anything: setup-node.sh (or you) runs
 }
 
 func (c *NodeInstallCmd) Run(g *Globals) error {
-	p, err := c.plan(context.Background(), c.Queue)
+	p, err := c.plan(context.Background(), g, c.Queue)
 	if err != nil {
 		return err
 	}
 	opts := node.InstallOptions{Queue: c.Queue, AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath}
-	if c.TokenFile != "" {
-		data, err := os.ReadFile(c.TokenFile)
-		if err != nil {
-			return withCode(exitcode.Usage, fmt.Errorf("--token-file: %w", err))
+	inputs := node.Inputs{TokenFile: c.TokenFile, EnvToken: g.Getenv(contract.EnvAgentToken), VerificationKey: c.VerificationKey, Plugin: c.Plugin, Root: c.Root}
+	if err := inputs.Load(&opts); err != nil {
+		if errors.As(err, new(*node.InputError)) {
+			return withCode(exitcode.Usage, err)
 		}
-		opts.Token = strings.TrimSpace(string(data))
-		if opts.Token == "" {
-			return withCode(exitcode.Usage, fmt.Errorf("--token-file %s is empty", c.TokenFile))
-		}
-	} else {
-		opts.Token = strings.TrimSpace(g.Getenv(contract.EnvAgentToken))
-	}
-	if c.Plugin != "" {
-		if st, err := os.Stat(c.Plugin); err != nil || !st.IsDir() {
-			return withCode(exitcode.Usage, fmt.Errorf("--plugin %s: not a directory", c.Plugin))
-		}
-		opts.Plugin = os.DirFS(c.Plugin)
-	}
-	if c.VerificationKey != "" {
-		if opts.VerificationJWKS, err = os.ReadFile(c.VerificationKey); err != nil {
-			return withCode(exitcode.Usage, fmt.Errorf("--verification-key: %w", err))
-		}
-		// Only a public key set may go onto a vendor node: a private key
-		// there would let the vendor sign steps for every queue.
-		if _, err := signing.ParsePublic(opts.VerificationJWKS); err != nil {
-			return withCode(exitcode.Usage, fmt.Errorf("--verification-key %s: %w", c.VerificationKey, err))
-		}
-	} else if key, err := os.ReadFile(filepath.Join(c.Root, node.JWKSFile)); err == nil {
-		// Re-running without the key must not quietly turn verification
-		// off; removing the installed key file (and re-running) does.
-		opts.VerificationJWKS = key
+		return err
 	}
 	files, err := node.Render(p, opts)
 	if err != nil {
@@ -208,10 +159,8 @@ func (c *NodeInstallCmd) Run(g *Globals) error {
 		fmt.Fprintf(g.Stdout, "%-12s %s/%s: GPU %s is not in the plan; systemctl disable --now buildkite-agent-gpu@%s.service, then remove the directory\n",
 			"stale", node.ConfigDir, id, n, n)
 	}
-	if opts.Token == "" {
-		if _, err := os.Stat(filepath.Join(c.Root, node.TokenFile)); errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintf(g.Stderr, "kbgen: warning: no agent token given (--token-file or BUILDKITE_AGENT_TOKEN) and none installed: the agents will not start until %s exists\n", node.TokenFile)
-		}
+	if node.TokenMissing(c.Root, opts) {
+		fmt.Fprintf(g.Stderr, "kbgen: warning: no agent token given (--token-file or BUILDKITE_AGENT_TOKEN) and none installed: the agents will not start until %s exists\n", node.TokenFile)
 	}
 	fmt.Fprintf(g.Stdout, "%d agents for queue %s; start them with: systemctl daemon-reload && systemctl enable --now %s\n",
 		len(p.Agents), c.Queue, instanceList(p))
@@ -244,7 +193,7 @@ reproduce a job by hand:
 func (c *NodeEnvCmd) Run(g *Globals) error {
 	p, err := node.ReadInstalledPlan(c.Root)
 	if errors.Is(err, os.ErrNotExist) {
-		p, err = c.plan(context.Background(), "")
+		p, err = c.plan(context.Background(), g, "")
 	}
 	if err != nil {
 		return err
