@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 )
 
 // The tools setup-node.sh uses besides the ones a test stubs. Tests run it
@@ -84,7 +86,7 @@ esac`, csv))
 	e.stub("nvidia-ctk", `echo "NVIDIA Container Toolkit CLI version 1.17.3"`)
 	e.vars["QUEUE"] = "nvidia-l40s"
 	e.vars["BUILDKITE_AGENT_TOKEN"] = "secret-agent-token-4f9a2c"
-	e.vars["KBGEN_BINARY"] = kbgenBinary(e.t)
+	e.vars["KBGEN_BINARY"] = kbgenbin.Path(e.t)
 }
 
 func (e *setupEnv) run(args ...string) (string, int) {
@@ -102,36 +104,6 @@ func (e *setupEnv) run(args ...string) (string, int) {
 		e.t.Fatal(err)
 	}
 	return string(out), code
-}
-
-var builtKbgen string
-
-// kbgenBinary builds a static kbgen once per test binary.
-func kbgenBinary(t *testing.T) string {
-	t.Helper()
-	if builtKbgen != "" {
-		return builtKbgen
-	}
-	dir, err := os.MkdirTemp("", "kbgen-setup-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "kbgen")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/kbgen")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building kbgen: %v\n%s", err, out)
-	}
-	builtKbgen = bin
-	return bin
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if builtKbgen != "" {
-		os.RemoveAll(filepath.Dir(builtKbgen))
-	}
-	os.Exit(code)
 }
 
 func wantLines(t *testing.T, out string, want ...string) {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/buildkite/go-pipeline"
@@ -65,6 +66,11 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 		// another run id than the one Kernelbot asked about.
 		if !utf8.ValidString(val) {
 			return nil, &payload.Error{Kind: payload.KindInvalidField, Field: name, Msg: "not valid UTF-8"}
+		}
+		// yaml.v3 writes a string that starts with a newline as a literal
+		// block and drops that newline on reading (found by FuzzGenerate).
+		if strings.HasPrefix(val, "\n") {
+			return nil, fmt.Errorf("%s starts with a newline", name)
 		}
 	}
 	if cfg.MultiGPU && v.Resources.GPUs < 2 {

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -135,7 +136,7 @@ func TestProfileWithNcu(t *testing.T) {
 		t.Fatalf("profile keys %v: one run per benchmark", keys)
 	}
 	for i, want := range []string{"size: 16", "size: 32"} {
-		r := res.Runs["profile."+itoa(i)]
+		r := res.Runs["profile."+strconv.Itoa(i)]
 		if r.Run == nil || !r.Run.Passed || r.Run.Result["cases"] != want+"|" && r.Run.Result["cases"] != want {
 			t.Fatalf("profile.%d: %+v", i, r.Run)
 		}

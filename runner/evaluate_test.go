@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func verdictPy(code int, lines ...string) string {
 	for _, l := range lines {
 		b.WriteString("f.write(" + pyQuote(l+"\n") + ")\n")
 	}
-	b.WriteString("f.close()\nsys.exit(" + itoa(code) + ")\n")
+	b.WriteString("f.close()\nsys.exit(" + strconv.Itoa(code) + ")\n")
 	return b.String()
 }
 
@@ -198,7 +199,7 @@ sys.stderr.buffer.write(b'bad utf8: \xff\xfe end\r\nnext\n')
 	}
 	// 200000 lines plus the empty one after the last newline.
 	kept := strings.Count(r.Stdout, "\n")
-	if want := "[...] " + itoa(200001-kept) + " lines omitted"; !strings.HasSuffix(r.Stdout, want) {
+	if want := "[...] " + strconv.Itoa(200001-kept) + " lines omitted"; !strings.HasSuffix(r.Stdout, want) {
 		t.Errorf("stdout ends %q, want %q", r.Stdout[len(r.Stdout)-40:], want)
 	}
 	if r.Stderr != "bad utf8: \uFFFD\uFFFD end\nnext\n" {

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/payload"
 )
 
 // pythonEval runs a Python snippet that reads a JSON list of inputs on
@@ -119,8 +121,8 @@ func TestParseVerdict(t *testing.T) {
 func TestCasesFor(t *testing.T) {
 	tests, benches := "t1\nt2\n", "b1\nb2\nb3\n"
 	for _, tc := range []struct {
-		mode    string
-		ranking string
+		mode    payload.Mode
+		ranking payload.RankingBy
 		want    string
 	}{
 		{"test", "last", tests},
@@ -129,7 +131,7 @@ func TestCasesFor(t *testing.T) {
 		{"benchmark", "mean", benches},
 		{"leaderboard", "geom", benches},
 	} {
-		if got := casesFor(modeOf(tc.mode), tests, benches, rankingOf(tc.ranking)); got != tc.want {
+		if got := casesFor(tc.mode, tests, benches, tc.ranking); got != tc.want {
 			t.Errorf("%s/%s: %q", tc.mode, tc.ranking, got)
 		}
 	}

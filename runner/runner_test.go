@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,17 +75,13 @@ func assertNoDescendants(t *testing.T) {
 	if left := descendants(procTable(), os.Getpid(), nil); len(left) > 0 {
 		var names []string
 		for _, p := range left {
-			b, _ := os.ReadFile(filepath.Join("/proc", itoa(p), "cmdline"))
+			b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "cmdline"))
 			names = append(names, strings.ReplaceAll(string(b), "\x00", " "))
 		}
 		killTree(0, 0)
 		t.Fatalf("processes outlived the evaluation: %v", names)
 	}
 }
-
-func itoa(n int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + jsonNumber(n)) }
-
-func jsonNumber(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 var errNoSpace = syscallENOSPC()
 
@@ -106,6 +103,3 @@ func zipNames(t *testing.T, b64 string) []string {
 	sort.Strings(names)
 	return names
 }
-
-func modeOf(s string) payload.Mode         { return payload.Mode(s) }
-func rankingOf(s string) payload.RankingBy { return payload.RankingBy(s) }

@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
-	"github.com/gpu-mode/kbgen/sandbox/testimage"
+	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -52,7 +53,7 @@ type containerRun struct {
 func runInSandbox(t *testing.T, cfg steps.GPUDockerConfig, script string) containerRun {
 	t.Helper()
 	image := testimage.Busybox(t)
-	kbgen := testimage.Kbgen(t, testTmp)
+	kbgen := kbgenbin.Path(t)
 	cfg.Image = image
 	cfg.Runtime = "nvidia"
 	cpu := strconv.Itoa(runtime.NumCPU() - 1)
@@ -288,7 +289,7 @@ func plannedSpec(t *testing.T, image, name, script string) *Spec {
 		t.Fatal(err)
 	}
 	spec, err := Plan(steps.GPUDockerConfig{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
-		Name: ContainerName(name), Command: []string{"sh", "-c", script}, RunnerBinary: testimage.Kbgen(t, testTmp), OutDir: stage.OutDir, NoGPU: true,
+		Name: ContainerName(name), Command: []string{"sh", "-c", script}, RunnerBinary: kbgenbin.Path(t), OutDir: stage.OutDir, NoGPU: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +309,7 @@ func TestContainerStaleAndSignals(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
 
-	kbgen := testimage.Kbgen(t, testTmp)
+	kbgen := kbgenbin.Path(t)
 	pl, err := PlacementFromEnv(lookup(map[string]string{contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: "0", contract.EnvMems: "0", contract.EnvMemory: "128m"}))
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/payload"
-	"github.com/gpu-mode/kbgen/sandbox/testimage"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -103,7 +103,7 @@ func TestJobRun(t *testing.T) {
 	env := jobEnv(t)
 	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
 	host := fakeHost(t, nil)
-	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: testimage.Kbgen(t, testTmp), Host: &host})
+	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,19 @@
 of every failed test, the reason of every skipped one (a test that could not
 run here says why, e.g. no Docker engine), go's usual ok/FAIL line per
 package, and a closing `packages: N passed, N failed` line. Exits 1 if any
-package failed."""
+package failed. For a fuzzing run (`go test -json -fuzz`, as scripts/fuzz.sh
+runs it) it also prints each target's executions and rate, so a target that
+stalls (a slow input, a long minimization) shows as a low number."""
 import collections
 import json
+import re
 import sys
+
+FUZZ_PROGRESS = re.compile(r"fuzz: elapsed: (\d+)s, execs: (\d+) \((\d+)/sec\)(?:, new interesting: (\d+))?")
 
 output = collections.defaultdict(list)  # (package, test) -> lines
 passed, failed = [], []
+fuzz = {}  # (package, target) -> the last progress line's numbers
 for raw in sys.stdin:
     try:
         ev = json.loads(raw)
@@ -19,7 +25,11 @@ for raw in sys.stdin:
     key = (ev.get("Package", ""), ev.get("Test"))
     action = ev.get("Action")
     if action == "output":
-        output[key].append(ev.get("Output", ""))
+        line = ev.get("Output", "")
+        m = FUZZ_PROGRESS.search(line)
+        if m:
+            fuzz[key] = m.groups()
+        output[key].append(line)
     elif action == "fail" and ev.get("Test"):
         sys.stdout.write("".join(output.pop(key, [])))
     elif action == "skip" and ev.get("Test"):
@@ -37,5 +47,8 @@ for raw in sys.stdin:
     elif action == "pass" and ev.get("Test"):
         output.pop(key, None)
 
+for (pkg, target), (elapsed, execs, _, new) in sorted(fuzz.items()):
+    rate = int(execs) // max(1, int(elapsed))
+    print(f"fuzz: {target} ({pkg}): {execs} executions in {elapsed}s ({rate}/s), new interesting: {new or 0}")
 print(f"packages: {len(passed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)

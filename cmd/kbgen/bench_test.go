@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 )
@@ -21,12 +21,7 @@ import (
 //
 //	go test -run '^$' -bench GenerateProcess -benchtime 100x ./cmd/kbgen
 func BenchmarkGenerateProcess(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "kbgen")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building kbgen: %v\n%s", err, out)
-	}
+	bin := kbgenbin.Path(b)
 	in, err := pipelinegen.ExampleJob(payload.ModeLeaderboard)
 	if err != nil {
 		b.Fatal(err)

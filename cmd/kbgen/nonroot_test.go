@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -35,10 +36,7 @@ func TestVerdictPipeUnreachableWithoutRoot(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "kbgen")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building kbgen: %v\n%s", err, out)
-	}
+	bin := kbgenbin.Path(t)
 	for _, cheat := range []string{"cheat-pipe", "cheat-daemon"} {
 		t.Run(cheat, func(t *testing.T) {
 			sub := filepath.Join(dir, cheat)

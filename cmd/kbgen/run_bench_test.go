@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -41,12 +42,7 @@ func BenchmarkRunOverhead(b *testing.B) {
 		py = strings.TrimSpace(string(out))
 	}
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "kbgen")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building kbgen: %v\n%s", err, out)
-	}
+	bin := kbgenbin.Path(b)
 	cfg := &payload.Config{
 		Lang: payload.LangPython, Mode: payload.ModeTest, Main: "eval.py",
 		Sources: map[string]string{"eval.py": trivialHarness, "submission.py": "def custom_kernel(x):\n    return x\n"},

@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/examples"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -158,10 +159,7 @@ func TestRunSIGTERMStillWritesResult(t *testing.T) {
 		t.Skip("builds the kbgen binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "kbgen")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building kbgen: %v\n%s", err, out)
-	}
+	bin := kbgenbin.Path(t)
 	work := filepath.Join(dir, "work")
 	out := filepath.Join(dir, "result.json")
 	cmd := exec.Command(bin, "run", "--payload-file", exampleJobFile(t, dir, "vectoradd", "hang", payload.ModeTest),
@@ -206,8 +204,8 @@ func processesUnder(dir string) []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range ents {
-		var pid int
-		if _, err := fmtSscan(e.Name(), &pid); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
@@ -217,8 +215,6 @@ func processesUnder(dir string) []int {
 	}
 	return pids
 }
-
-func fmtSscan(s string, pid *int) (int, error) { return fmt.Sscan(s, pid) }
 
 func TestRunPublishUploadsAnExistingResult(t *testing.T) {
 	dir := t.TempDir()

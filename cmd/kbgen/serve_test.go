@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 )
 
@@ -72,7 +73,7 @@ func serveJob(t *testing.T) string {
 // restart of the service mid-run and prints the result; one build only; the
 // Buildkite token is in no log line; the socket is 0600.
 func TestServeSurvivesSIGKILL(t *testing.T) {
-	bin := buildKbgen(t)
+	bin := kbgenbin.Path(t)
 	fake := fakebuildkite.New(nil)
 	defer fake.Close()
 	fake.SetScript(fakebuildkite.Script{BootStart: 100 * time.Millisecond, Uploaded: 300 * time.Millisecond, EvalStart: 400 * time.Millisecond, Finish: 4 * time.Second})
@@ -139,7 +140,7 @@ func TestServeTCP(t *testing.T) {
 	if res := runKbgen(t, env, "", "serve", "--listen", "0.0.0.0:0"); res.code != 2 || !strings.Contains(res.stderr, "loopback") {
 		t.Fatalf("serve on 0.0.0.0: exit %d, %s", res.code, res.stderr)
 	}
-	bin := buildKbgen(t)
+	bin := kbgenbin.Path(t)
 	p := startServe(t, bin, fake, map[string]string{"KBGEN_SERVER_TOKEN": "right-token"}, "--listen", "127.0.0.1:0")
 	bad := runKbgen(t, map[string]string{"KBGEN_SERVER": p.url, "KBGEN_SERVER_TOKEN": "wrong"}, serveJob(t), "submit", "--queue", "h100", "-f", "-")
 	if bad.code != 2 || bad.stdout != "" {

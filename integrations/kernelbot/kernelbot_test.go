@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 )
 
 func TestPythonLauncher(t *testing.T) {
@@ -21,10 +22,7 @@ func TestPythonLauncher(t *testing.T) {
 		t.Skip("python3 not installed: the Kernelbot launcher's tests were not run")
 	}
 	root, _ := filepath.Abs("../..")
-	bin := filepath.Join(t.TempDir(), "kbgen")
-	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "cmd/kbgen")).CombinedOutput(); err != nil {
-		t.Fatalf("building kbgen: %v\n%s", err, out)
-	}
+	bin := kbgenbin.Path(t)
 	fake := fakebuildkite.New(nil)
 	defer fake.Close()
 	fake.SetScript(fakebuildkite.Script{BootStart: 100 * time.Millisecond, Uploaded: 300 * time.Millisecond, EvalStart: 400 * time.Millisecond, Finish: 2 * time.Second, ResultInMetaData: true})

@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
-	"github.com/gpu-mode/kbgen/sandbox/testimage"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/internal/testimage"
 )
 
 var testTmp string
@@ -86,7 +87,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	h.image = testimage.Python(t)
 	h.bin = filepath.Join(h.dir, "bin")
 	must(t, os.MkdirAll(h.bin, 0o755))
-	must(t, os.Symlink(testimage.Kbgen(t, testTmp), filepath.Join(h.bin, "kbgen")))
+	must(t, os.Symlink(kbgenbin.Path(t), filepath.Join(h.bin, "kbgen")))
 	must(t, os.Symlink(agentBin, filepath.Join(h.bin, "buildkite-agent")))
 	h.kbgen = filepath.Join(h.bin, "kbgen")
 

@@ -1,4 +1,4 @@
-// Package testimage builds the small local images and the static kbgen that
+// Package testimage builds the small local images that
 // the real-container tests run, with no registry: the image is a
 // `docker import` of a rootfs tarball, tagged by its content so it is
 // built once per machine and reused until its inputs change.
@@ -9,13 +9,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -94,31 +92,6 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-var (
-	kbgenOnce sync.Once
-	kbgenPath string
-	kbgenErr  error
-)
-
-// Kbgen builds kbgen once per test process as the sandbox needs it: static
-// (CGO_ENABLED=0), so it runs in any image. The binary lives in dir, which
-// the caller owns (TestMain's temp dir); later calls return the same path.
-func Kbgen(t testing.TB, dir string) string {
-	t.Helper()
-	kbgenOnce.Do(func() {
-		kbgenPath = filepath.Join(dir, "kbgen")
-		cmd := exec.Command("go", "build", "-o", kbgenPath, "github.com/gpu-mode/kbgen/cmd/kbgen")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			kbgenErr = fmt.Errorf("building static kbgen: %v: %s", err, out)
-		}
-	})
-	if kbgenErr != nil {
-		t.Fatal(kbgenErr)
-	}
-	return kbgenPath
 }
 
 // PythonTag is the debootstrap image with python3 (the full standard

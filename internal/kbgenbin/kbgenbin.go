@@ -1,0 +1,140 @@
+// Package kbgenbin builds the kbgen binary for the tests that need a real
+// process (a container's runner, an unprivileged user, /proc/<pid>/environ,
+// the command lines the docs print). It builds once: each package's test
+// process asks Path, and the binary is cached in a directory under
+// os.TempDir() named by a hash of the module's sources, so every package of
+// one `go test ./...` shares one build and an edit gets a fresh one.
+//
+// The binary is static (CGO_ENABLED=0) so it runs in any image, and its
+// directory is world-readable so an unprivileged user can run it.
+package kbgenbin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	once sync.Once
+	path string
+	err  error
+)
+
+// Path returns the path of a kbgen built from this module's sources,
+// building it on first use.
+func Path(t testing.TB) string {
+	t.Helper()
+	once.Do(func() { path, err = build() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func build() (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	key, err := sourceKey(root)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(os.TempDir(), "kbgen-test-bin", key)
+	bin := filepath.Join(dir, "kbgen")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	// Another package's test process may build the same key at the same
+	// time: each writes its own file and renames it into place, atomically.
+	tmp, err := os.CreateTemp(dir, "kbgen-*.tmp")
+	if err != nil {
+		return "", err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	cmd := exec.Command("go", "build", "-o", tmp.Name(), "./cmd/kbgen")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building kbgen: %v\n%s", err, out)
+	}
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+		return "", err
+	}
+	return bin, os.Rename(tmp.Name(), bin)
+}
+
+// moduleRoot is the directory holding go.mod, from the test's working
+// directory (its package directory) up.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("kbgenbin: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// sourceKey hashes what goes into the binary: every file of the module
+// except tests, test data, golden files, docs and VCS metadata (embedded
+// files such as examples/ and vendors.yaml count).
+func sourceKey(root string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "golden" || name == "docs") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(name, "_test.go") || !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fmt.Fprintf(h, "%s\x00", rel)
+		_, err = io.Copy(h, f)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	goVersion, _ := exec.Command("go", "env", "GOVERSION").Output()
+	h.Write(goVersion)
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
