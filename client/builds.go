@@ -57,7 +57,7 @@ func FinishedState(s string) bool {
 
 // Queue is the Kernelbot queue the build was submitted to.
 func (b *Build) Queue() string {
-	if q := b.MetaData["queue"]; q != "" {
+	if q := b.MetaData[contract.MetaDataQueue]; q != "" {
 		return q
 	}
 	return b.Env[contract.EnvQueue]
@@ -149,14 +149,14 @@ func (c *Client) CreateBuild(ctx context.Context, nb NewBuild) (*Build, error) {
 // or nil when there is none.
 func (c *Client) FindBuild(ctx context.Context, runID string) (*Build, error) {
 	bs, _, err := c.bk.Builds.ListByPipeline(ctx, c.opts.Org, c.opts.Pipeline, &buildkite.BuildsListOptions{
-		MetaData:    buildkite.MetaDataFilters{MetaData: map[string]string{"run_id": runID}},
+		MetaData:    buildkite.MetaDataFilters{MetaData: map[string]string{contract.MetaDataRunID: runID}},
 		ListOptions: buildkite.ListOptions{PerPage: 2},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("looking up run %s: %w", runID, c.scrub(err))
 	}
 	for i := range bs {
-		if bs[i].MetaData["run_id"] == runID {
+		if bs[i].MetaData[contract.MetaDataRunID] == runID {
 			return convertBuild(&bs[i]), nil
 		}
 	}

@@ -76,7 +76,7 @@ func (s *Submission) NewBuild() NewBuild {
 		Commit:   s.Commit,
 		Message:  msg,
 		Env:      env,
-		MetaData: map[string]string{"run_id": s.RunID, "queue": s.Queue},
+		MetaData: map[string]string{contract.MetaDataRunID: s.RunID, contract.MetaDataQueue: s.Queue},
 		RunID:    s.RunID,
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // recoverPages bounds the startup scan: 100 builds a page.
@@ -50,7 +51,7 @@ func (s *Service) recover(ctx context.Context) error {
 
 // adopt turns a build found on Buildkite into a run.
 func (s *Service) adopt(b *client.Build) bool {
-	id := b.MetaData["run_id"]
+	id := b.MetaData[contract.MetaDataRunID]
 	if id == "" || s.runs.byNumber(b.Number) != nil {
 		return false
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // maxWebhookBytes bounds a webhook body; Buildkite's are a few KiB.
@@ -97,7 +99,7 @@ func (s *Service) serveWebhook(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r := s.runs.byNumber(hint.Build.Number)
-	if r == nil || (hint.Build.MetaData["run_id"] != "" && hint.Build.MetaData["run_id"] != r.ID) {
+	if r == nil || (hint.Build.MetaData[contract.MetaDataRunID] != "" && hint.Build.MetaData[contract.MetaDataRunID] != r.ID) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ignored"})
 		return
 	}

@@ -17,3 +17,11 @@ const ResultFile = "result.json"
 // traces (profile_data/<run key>.zip), uploaded as artifacts under that
 // name.
 const ProfileDir = "profile_data"
+
+// Build meta-data keys kbgen sets on every build it creates, and finds
+// builds by: `kbgen submit` re-attaches to a run by MetaDataRunID, and
+// `kbgen queues`/serve count builds per MetaDataQueue.
+const (
+	MetaDataRunID = "run_id"
+	MetaDataQueue = "queue"
+)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // Script is how one build moves, as offsets from its creation.
@@ -169,7 +171,7 @@ func (s *Server) Seed(runID, queue string, sc Script, age time.Duration) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := &build{number: s.next, created: s.now().Add(-age), script: sc,
-		body: createBody{Commit: "HEAD", Branch: "main", Message: "seeded", MetaData: map[string]string{"run_id": runID, "queue": queue}, Env: map[string]string{"KERNELBOT_QUEUE": queue}}}
+		body: createBody{Commit: "HEAD", Branch: "main", Message: "seeded", MetaData: map[string]string{contract.MetaDataRunID: runID, contract.MetaDataQueue: queue}, Env: map[string]string{contract.EnvQueue: queue}}}
 	s.builds[b.number] = b
 	s.next++
 	return b.number

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // jobState is one job at one instant.
@@ -42,7 +44,7 @@ func (s *Server) stateLocked(b *build, now time.Time) snapshot {
 		now = cancelAt
 		reached = func(d time.Duration) bool { return !cancelAt.Before(at(d)) }
 	}
-	snap := snapshot{build: "scheduled", boot: jobState{key: "bootstrap", label: ":pipeline: bootstrap", state: "scheduled"}}
+	snap := snapshot{build: "scheduled", boot: jobState{key: contract.BootstrapStepKey, label: ":pipeline: bootstrap", state: "scheduled"}}
 	if reached(sc.BootStart) {
 		snap.build, snap.started = "running", at(sc.BootStart)
 		snap.boot.state, snap.boot.started = "running", at(sc.BootStart)
@@ -55,7 +57,7 @@ func (s *Server) stateLocked(b *build, now time.Time) snapshot {
 			return snap
 		}
 		snap.boot.state, snap.boot.exit = "passed", ip(0)
-		snap.eval = &jobState{key: "eval", label: ":nvidia: eval h100 · test", state: "scheduled"}
+		snap.eval = &jobState{key: contract.EvalStepKey, label: ":nvidia: eval h100 · test", state: "scheduled"}
 		if sc.NoStepKey {
 			snap.eval.key = ""
 		}
@@ -154,7 +156,7 @@ type artifact struct {
 func artifactsOf(b *build) []artifact {
 	m := b.script.Artifacts
 	if m == nil {
-		m = map[string][]byte{"result.json": []byte(DefaultResult)}
+		m = map[string][]byte{contract.ResultFile: []byte(DefaultResult)}
 	}
 	var out []artifact
 	for p, c := range m {

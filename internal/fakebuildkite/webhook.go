@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -220,7 +221,7 @@ func (s *Server) metaData(b *build, snap snapshot) map[string]string {
 	}
 	var res []byte
 	for _, a := range artifactsOf(b) {
-		if a.path == "result.json" {
+		if a.path == contract.ResultFile {
 			res = a.content
 		}
 	}

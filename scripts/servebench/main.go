@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/serve"
@@ -57,7 +58,7 @@ func run(runs int, build time.Duration, webhooks bool, limit, budget int, artifa
 	defer fake.Close()
 	fake.SetScript(fakebuildkite.Script{BootStart: build / 30, Uploaded: build / 10, EvalStart: build / 8, Finish: build, ResultInMetaData: !artifacts})
 	for i := range inflight {
-		fake.SeedWithMetaData(map[string]string{"run_id": fmt.Sprintf("seed-%d", i), "queue": "nvidia-h100", serve.MetaDataService: "kbgen"},
+		fake.SeedWithMetaData(map[string]string{contract.MetaDataRunID: fmt.Sprintf("seed-%d", i), contract.MetaDataQueue: "nvidia-h100", serve.MetaDataService: "kbgen"},
 			fakebuildkite.Script{BootStart: time.Second, Uploaded: 2 * time.Second, EvalStart: 3 * time.Second, Never: true}, time.Minute)
 	}
 	fake.SetRateLimit(limit)
