@@ -23,7 +23,8 @@ const CompileTimeout = 120 * time.Second
 // Options configure one evaluation.
 type Options struct {
 	// WorkDir is where the job's files are written; it is created if
-	// missing, and each run gets fresh sub-directories in it.
+	// missing, and each run gets fresh sub-directories in it. "" means a
+	// new temporary directory, removed afterwards.
 	WorkDir string
 	// Environ is the runner's environment (os.Environ form). The
 	// submission sees only its allow-listed part (see AllowedEnv).
@@ -132,7 +133,12 @@ func (e *evaluation) evaluate(ctx context.Context) error {
 		return err
 	}
 	if e.opts.WorkDir == "" {
-		return errors.New("no work directory given")
+		dir, err := os.MkdirTemp("", "kbgen-run-")
+		if err != nil {
+			return &Error{Fault: FaultMachine, Err: fmt.Errorf("creating a work directory: %w", err)}
+		}
+		defer os.RemoveAll(dir)
+		e.opts.WorkDir = dir
 	}
 	if err := os.MkdirAll(e.opts.WorkDir, 0o755); err != nil {
 		return fmt.Errorf("creating work directory: %w", err)

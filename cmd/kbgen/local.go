@@ -90,7 +90,7 @@ func (c *LocalCmd) Run(g *Globals) error {
 	if !c.JSON {
 		opts.Log = g.Stderr
 	}
-	res, runErr := evaluate(ctx, g, cfg, opts)
+	res, runErr := runner.Evaluate(ctx, cfg, opts)
 
 	if !c.JSON {
 		runner.WriteSummary(g.Stderr, cfg.Mode, res)

@@ -80,7 +80,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		res, runErr = payload.Failed(info, err), err
 	} else {
 		mode = in.Config.Mode
-		res, runErr = evaluate(ctx, g, in.Config, runner.Options{
+		res, runErr = runner.Evaluate(ctx, in.Config, runner.Options{
 			WorkDir:    c.Workdir,
 			Environ:    g.Environ(),
 			Probe:      probe,
@@ -166,22 +166,6 @@ func (c *RunCmd) probe(ctx context.Context, g *Globals) (*runner.Probe, error) {
 		return nil, withCode(exitcode.Usage, fmt.Errorf("reading --system: %w", err))
 	}
 	return runner.FixedProbe(info, info.GPU != ""), nil
-}
-
-// evaluate runs the job in opts.WorkDir, or in a temporary directory that
-// is removed afterwards.
-func evaluate(ctx context.Context, g *Globals, cfg *payload.Config, opts runner.Options) (*payload.FullResult, error) {
-	if opts.WorkDir == "" {
-		dir, err := os.MkdirTemp("", "kbgen-run-")
-		if err != nil {
-			info, _, _ := opts.Probe.Wait()
-			err = fmt.Errorf("creating a work directory: %w", err)
-			return payload.Failed(info, err), err
-		}
-		defer os.RemoveAll(dir)
-		opts.WorkDir = dir
-	}
-	return runner.Evaluate(ctx, cfg, opts)
 }
 
 // runExitCode maps a runner failure to the exit-code table.
