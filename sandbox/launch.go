@@ -27,6 +27,9 @@ const DefaultStopTimeout = 5 * time.Second
 type Launcher struct {
 	// Docker is the docker CLI; "" means "docker" on PATH.
 	Docker string
+	// Env is the docker CLI's environment (DOCKER_HOST, DOCKER_CONFIG, …;
+	// os.Environ form); nil means this process's.
+	Env []string
 	// Stdout and Stderr receive the container's output.
 	Stdout, Stderr io.Writer
 	// Log receives the launcher's own notes (stale container removed,
@@ -64,11 +67,14 @@ func (l *Launcher) Run(ctx context.Context, spec *Spec) (int, error) {
 	}
 	// A job killed with SIGKILL leaves its container running; its retry
 	// (or the next job that reuses the id) must not find the name taken.
-	if out, err := exec.CommandContext(ctx, docker, "rm", "--force", spec.Name).Output(); err == nil && strings.TrimSpace(string(out)) == spec.Name {
+	rm := exec.CommandContext(ctx, docker, "rm", "--force", spec.Name)
+	rm.Env = l.Env
+	if out, err := rm.Output(); err == nil && strings.TrimSpace(string(out)) == spec.Name {
 		l.logf("kbgen sandbox: removed a stale container named %s (left by a killed job)", spec.Name)
 	}
 
 	cmd := exec.CommandContext(ctx, docker, spec.Argv()...)
+	cmd.Env = l.Env
 	cmd.Stdout, cmd.Stderr = l.Stdout, l.Stderr
 	// Own process group: a signal to the job's group reaches us, not the
 	// docker client, so the client keeps streaming until the container
@@ -115,6 +121,7 @@ func (l *Launcher) quiet(ctx context.Context, docker string, args ...string) err
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, docker, args...)
+	cmd.Env = l.Env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd.Run()
 }

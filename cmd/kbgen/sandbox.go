@@ -72,7 +72,7 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	l := &sandbox.Launcher{Stdout: g.Stdout, Stderr: g.Stderr, Log: g.Stderr, Signals: sigs, StopTimeout: c.StopTimeout}
+	l := &sandbox.Launcher{Env: g.Environ(), Stdout: g.Stdout, Stderr: g.Stderr, Log: g.Stderr, Signals: sigs, StopTimeout: c.StopTimeout}
 	out, err := job.Run(context.Background(), l, c.OutDir)
 	if err != nil {
 		return sandboxErr(err)
