@@ -190,14 +190,17 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	// works when the docker client is gone.
 	add("--sig-proxy=false")
 
-	gpus, err := gpuFlags(cfg, pl, host)
-	if err != nil {
-		return nil, err
-	}
+	// Without a GPU (NoGPU: a job run by hand on a machine with no GPU
+	// runtime) the agent needs no GPU placement either.
 	if !opts.NoGPU {
+		gpus, err := gpuFlags(cfg, pl, host)
+		if err != nil {
+			return nil, err
+		}
 		s.Lines = append(s.Lines, gpus...)
 	}
 
+	var err error
 	cpus := pl.CPUs
 	if cfg.CPUs > 0 {
 		if cpus, err = pl.CPUs.Pick(cfg.CPUs, host.SysfsRoot); err != nil {

@@ -165,6 +165,26 @@ func TestPlanNoGPU(t *testing.T) {
 	}
 }
 
+// A job run by hand on a machine without a GPU runtime (kbgen sandbox
+// --no-gpu) needs no GPU placement; with the GPU, a missing one is refused.
+func TestPlanNoGPUNeedsNoGPUPlacement(t *testing.T) {
+	env := nvidiaPlacementEnv()
+	delete(env, contract.EnvGPUUUID)
+	pl := mustPlacement(t, env)
+	opts := testOptions()
+	if _, err := Plan(testConfig(contract.RuntimeNVIDIA), pl, fakeHost(t, amdDevices), opts); !IsRefused(err) {
+		t.Fatalf("with the GPU and no KERNELBOT_GPU_UUID: %v, want a refusal", err)
+	}
+	opts.NoGPU = true
+	s, err := Plan(testConfig(contract.RuntimeNVIDIA), pl, fakeHost(t, amdDevices), opts)
+	if err != nil {
+		t.Fatalf("NoGPU with no GPU placement: %v", err)
+	}
+	if v := flagValues(s, "--gpus"); v != nil {
+		t.Errorf("NoGPU still has --gpus %q", v)
+	}
+}
+
 func TestPlanDefaults(t *testing.T) {
 	cfg := steps.GPUDockerConfig{Image: "img", Runtime: "nvidia"}
 	env := nvidiaPlacementEnv()

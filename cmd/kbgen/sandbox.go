@@ -17,35 +17,52 @@ import (
 // SandboxCmd is the gpu-docker plugin's command hook: it turns the step's
 // plugin config and this agent's placement into one `docker run`.
 type SandboxCmd struct {
-	DryRun       bool          `help:"Print the docker argv, one flag per line, and run nothing. Example: kbgen sandbox --dry-run -- kbgen run"`
+	DryRun       bool          `help:"Print the docker command, one flag per line, and run nothing: the payload file and out dir it mounts are created (and removed) only by a real run."`
 	OutDir       string        `default:"." placeholder:"DIR" help:"Where result.json (and anything else the runner leaves in its out dir) is copied after the run: the job's working directory, where the step's artifact_paths upload it from. Example: --out-dir ."`
 	RunnerBinary string        `placeholder:"PATH" help:"The static kbgen mounted read-only into the container as /usr/local/bin/kbgen. Default: this kbgen (it must be built with CGO_ENABLED=0). Example: --runner-binary /usr/local/bin/kbgen"`
 	StageDir     string        `placeholder:"DIR" help:"Where the private payload file and out dir are staged on the host; dockerd must see it (not a PrivateTmp /tmp). Default: $$BUILDKITE_BUILD_PATH/.kbgen-stage, else $$TMPDIR or /tmp. Example: --stage-dir /var/lib/buildkite-agent/tmp"`
 	StopTimeout  time.Duration `default:"${stop_timeout}" help:"Grace period between SIGTERM and SIGKILL for the container when the job is cancelled; keep it below the agent's cancel-grace-period (10s by default). Example: --stop-timeout 8s"`
-	NoGPU        bool          `hidden:"" help:"Leave out the GPU flags (tests on machines without a GPU runtime; also KBGEN_SANDBOX_NO_GPU=1)."`
+	NoGPU        bool          `name:"no-gpu" help:"Give the container no GPU, and need no GPU placement: a job run by hand on a machine without a GPU runtime (also KBGEN_SANDBOX_NO_GPU=1)."`
 
 	Command []string `arg:"" optional:"" passthrough:"" placeholder:"CMD" help:"The step's command, after '--'. 'kbgen run' is pointed at the mounted payload and out dir; anything else runs as given. Example: -- kbgen run"`
 }
 
 // Help is shown after the flags by `kbgen sandbox --help`.
 func (c *SandboxCmd) Help() string {
-	return `Run on the agent host by .buildkite/plugins/gpu-docker/hooks/command.
+	return `Run on the agent host by .buildkite/plugins/gpu-docker/hooks/command, or
+by hand to debug one job on a node.
 
 What the step asks for comes from the plugin config (BUILDKITE_PLUGINS, or
 BUILDKITE_PLUGIN_GPU_DOCKER_IMAGE, _RUNTIME, _GPUS, _CPUS, _MEMORY,
-_SHM_SIZE, _PIDS_LIMIT, _NETWORK). Where it may run comes from the agent's
-environment hook: KERNELBOT_GPU_UUID (NVIDIA) or KERNELBOT_GPU_RENDER_NODE
-(AMD), KERNELBOT_CPUSET, KERNELBOT_MEMS, KERNELBOT_MEMORY, and optionally
-KERNELBOT_PIDS_MAX and KERNELBOT_SHM_MAX. A request beyond what the agent
-owns, or a missing placement, exits 75 so Buildkite retries elsewhere.
+_SHM_SIZE, _PIDS_LIMIT, _NETWORK; 'kbgen preview --vendor QUEUE' shows a
+vendor's). Where it may run comes from the agent's environment hook:
+KERNELBOT_GPU_UUID (NVIDIA) or KERNELBOT_GPU_RENDER_NODE (AMD),
+KERNELBOT_CPUSET, KERNELBOT_MEMS, KERNELBOT_MEMORY, and optionally
+KERNELBOT_PIDS_MAX and KERNELBOT_SHM_MAX ('kbgen node env' prints them). A
+request beyond what the agent owns, or a missing placement, exits 75 so
+Buildkite retries elsewhere. In a Buildkite job (BUILDKITE_JOB_ID set) the
+step's signed KERNELBOT_QUEUE must equal the agent's queue tag,
+BUILDKITE_AGENT_META_DATA_QUEUE, or the job is refused (65); a run by hand,
+with no BUILDKITE_JOB_ID, skips that check.
 
 The payload (KERNELBOT_PAYLOAD or its pieces) reaches the container as a
-read-only file, never in argv. The container's environment is an
+read-only file, never in argv; the container's environment is an
 allow-list. Exit status: the container's; 75 when refused or when docker
-could not start it; 65 for a bad payload or a step whose signed
-KERNELBOT_QUEUE is not this agent's queue; 2 for a bad plugin config.
+could not start it; 65 for a bad payload or a re-routed step; 2 for a bad
+plugin config.
 
-  kbgen sandbox --dry-run -- kbgen run`
+One job by hand, from the repository root: this kbgen is mounted into the
+container, so build it static (CGO_ENABLED=0 go build -o kbgen ./cmd/kbgen).
+On a GPU node, take the agent's placement with
+eval "$(kbgen node env --gpu-index 0)" instead of the first export and
+drop --no-gpu.
+
+    export KERNELBOT_CPUSET=0 KERNELBOT_MEMS=0 KERNELBOT_MEMORY=2g
+    export BUILDKITE_PLUGIN_GPU_DOCKER_IMAGE=ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1 BUILDKITE_PLUGIN_GPU_DOCKER_RUNTIME=nvidia
+    export KERNELBOT_PAYLOAD="$(kbgen encode --example identity --mode test)"
+    kbgen sandbox --no-gpu --dry-run -- kbgen run      # the docker run it starts
+    kbgen sandbox --no-gpu -- kbgen run                # runs it: result.json lands here
+    jq .runs.test.run.passed result.json`
 }
 
 func (c *SandboxCmd) Run(g *Globals) error {
@@ -66,6 +83,7 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	}
 	if c.DryRun {
 		fmt.Fprint(g.Stdout, job.Spec.String())
+		fmt.Fprintf(g.Stderr, "kbgen sandbox: dry run: nothing staged; a real run creates the payload file and out dir under %s and removes them after\n", job.Stage.Dir)
 		return nil
 	}
 

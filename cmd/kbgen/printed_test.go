@@ -1,0 +1,339 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-mode/kbgen/examples"
+	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/internal/testimage"
+	"github.com/gpu-mode/kbgen/payload"
+)
+
+// printed is one command line a reader can copy: from a command's --help
+// or a fenced block of README.md or docs/.
+type printed struct {
+	where string // "kbgen local --help", "docs/runner.md"
+	line  string
+}
+
+// notHere are the printed lines that cannot run on a test machine, and
+// why. They must still parse: each kbgen in them is run with --help.
+var notHere = []struct {
+	re     *regexp.Regexp
+	reason string
+}{
+	{regexp.MustCompile(`^sudo `), "needs root on a vendor node"},
+	{regexp.MustCompile(`kbgen node install`), "installs agents on this machine (the --dry-run lines run)"},
+	{regexp.MustCompile(`kbgen node env`), "reads this machine's GPUs: needs a GPU node"},
+	{regexp.MustCompile(`kbgen node plan\s*($|#|--json)`), "reads this machine's GPUs: needs a GPU node (the --sysfs line runs)"},
+	{regexp.MustCompile(`kbgen doctor`), "checks a vendor node"},
+	{regexp.MustCompile(`kbgen generate --upload`), "runs in a Buildkite job (buildkite-agent pipeline upload)"},
+	{regexp.MustCompile(`kbgen run --publish`), "runs in a Buildkite job (the agent token)"},
+	{regexp.MustCompile(`kbgen serve`), "a long-running service"},
+	{regexp.MustCompile(`--server `), "needs a running kbgen serve"},
+	{regexp.MustCompile(`/etc/kbgen`), "writes /etc/kbgen on this machine"},
+}
+
+// TestPrintedCommandLines runs every command line printed in --help,
+// README.md and docs/ as printed, in order per page, in a directory laid out
+// like the repository root (examples/, node/testdata/) with a job.json and
+// job.b64 a reader would have, against the fake Buildkite server. A line
+// passes if it exits 0, or 1 where its comment says it fails. The
+// placeholder token of `export BUILDKITE_API_TOKEN=…` is replaced by the
+// fake server's, and `go run ./cmd/kbgen` by the built kbgen.
+func TestPrintedCommandLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every printed command line")
+	}
+	needPython3(t)
+	bin := kbgenbin.Path(t)
+	fake := fakebuildkite.New(nil)
+	defer fake.Close()
+	fake.SetScript(fakebuildkite.Script{BootStart: 50 * time.Millisecond, Uploaded: 100 * time.Millisecond, EvalStart: 150 * time.Millisecond, Finish: 500 * time.Millisecond})
+	for range 1234 { // `kbgen wait 1234`, `kbgen result 1234`
+		fake.Seed("seeded", "nvidia-h100", fakebuildkite.QuickScript, time.Hour)
+	}
+	lines := append(helpLines(t, bin), docLines(t)...)
+	if len(lines) < 40 {
+		t.Fatalf("found only %d printed command lines: the extraction is broken", len(lines))
+	}
+	shims := t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(shims, "kbgen")); err != nil {
+		t.Fatal(err)
+	}
+	docker := dockerImageForRecipe(t)
+
+	var dir, prelude, where string
+	for _, p := range lines {
+		if p.where != where { // each page starts in a fresh repository root
+			where, prelude, dir = p.where, "", repoRoot(t)
+		}
+		t.Run(p.where+": "+p.line, func(t *testing.T) {
+			if reason := notRunnable(p.line, docker); reason != "" {
+				parsesOnly(t, p.line, reason)
+				return
+			}
+			script := prelude + strings.Replace(p.line, "go run ./cmd/kbgen", "kbgen", 1)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "bash", "-c", script)
+			cmd.Dir, cmd.Env = dir, cmdEnv(shims, dir, fake)
+			out, _ := cmd.CombinedOutput()
+			want := 0
+			if strings.Contains(comment(p.line), "fails") {
+				want = 1
+			}
+			if got := cmd.ProcessState.ExitCode(); got != want {
+				t.Errorf("exit %d, want %d; output:\n%s", got, want, tailLines(string(out), 30))
+			}
+		})
+		if strings.HasPrefix(p.line, "export ") {
+			prelude += p.line + "\nexport BUILDKITE_API_TOKEN=\"$KBGEN_TEST_API_TOKEN\"\n"
+		}
+	}
+}
+
+func cmdEnv(shims, dir string, fake *fakebuildkite.Server) []string {
+	b64, _ := os.ReadFile(filepath.Join(dir, "job.b64"))
+	return []string{
+		"PATH=" + shims + ":" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir,
+		"BUILDKITE_API_URL=" + fake.URL(), "BUILDKITE_API_TOKEN=" + fake.Token,
+		"BUILDKITE_ORG=" + fake.Org, "BUILDKITE_PIPELINE=" + fake.Pipeline,
+		"KBGEN_TEST_API_TOKEN=" + fake.Token,
+		"KERNELBOT_PAYLOAD=" + strings.TrimSpace(string(b64)),
+	}
+}
+
+// notRunnable says why a line cannot run here, or "".
+func notRunnable(line, dockerReason string) string {
+	for _, n := range notHere {
+		if n.re.MatchString(line) {
+			return n.reason
+		}
+	}
+	if strings.Contains(line, "kbgen sandbox") && !strings.Contains(line, "--dry-run") && dockerReason != "" {
+		return dockerReason
+	}
+	if _, err := exec.LookPath("jq"); err != nil && strings.Contains(line, "| jq") {
+		return "no jq on this machine"
+	}
+	return ""
+}
+
+// parsesOnly runs each kbgen invocation in line with --help (before any
+// `--`), in process: its command and flags must exist.
+func parsesOnly(t *testing.T, line, reason string) {
+	t.Helper()
+	invocations := regexp.MustCompile(`kbgen [^|&;)"<>#]*`).FindAllString(line, -1)
+	if len(invocations) == 0 {
+		t.Fatalf("no kbgen invocation in %q", line)
+	}
+	for _, inv := range invocations {
+		args := strings.Fields(inv)[1:]
+		if i := indexOf(args, "--"); i >= 0 {
+			args = args[:i]
+		}
+		r := runKbgen(t, nil, "", append(args, "--help")...)
+		if r.code != 0 {
+			t.Errorf("%q does not parse (exit %d): %s", inv, r.code, r.stderr)
+		}
+	}
+	t.Logf("parsed only: %s", reason)
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// comment is the shell comment at the end of a line, if any.
+func comment(line string) string {
+	if i := strings.Index(line, " #"); i >= 0 {
+		return line[i:]
+	}
+	return ""
+}
+
+// isCommandLine reports whether a printed line is one to run.
+func isCommandLine(s string) bool {
+	if strings.ContainsAny(s, "─▶◀→") {
+		return false // a diagram
+	}
+	for _, p := range []string{"kbgen ", "export ", "eval \"$(kbgen", "sudo kbgen", "go run ./cmd/kbgen"} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// collect turns raw lines into command lines, joining `\` continuations.
+func collect(where string, raw []string) []printed {
+	var out []printed
+	for i := 0; i < len(raw); i++ {
+		s := strings.TrimPrefix(strings.TrimSpace(raw[i]), "$ ")
+		if !isCommandLine(s) {
+			continue
+		}
+		for strings.HasSuffix(s, `\`) && i+1 < len(raw) {
+			i++
+			s = strings.TrimSuffix(s, `\`) + strings.TrimSpace(raw[i])
+		}
+		out = append(out, printed{where: where, line: s})
+	}
+	return out
+}
+
+// helpLines are the indented example lines of every command's --help,
+// above its Flags (a wrapped flag description is not a command line).
+func helpLines(t *testing.T, bin string) []printed {
+	t.Helper()
+	top, _ := exec.Command(bin, "--help").Output()
+	var cmds []string
+	inCommands := false
+	for _, l := range strings.Split(string(top), "\n") {
+		switch {
+		case l == "Commands:":
+			inCommands = true
+		case inCommands && strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "   "):
+			f := strings.Fields(l)
+			name := f[0]
+			if len(f) > 1 && (name == "node") {
+				name += " " + f[1]
+			}
+			cmds = append(cmds, name)
+		}
+	}
+	if len(cmds) < 15 {
+		t.Fatalf("found %d commands in kbgen --help", len(cmds))
+	}
+	var out []printed
+	for _, c := range cmds {
+		help, err := exec.Command(bin, append(strings.Fields(c), "--help")...).Output()
+		if err != nil {
+			t.Fatalf("kbgen %s --help: %v", c, err)
+		}
+		var raw []string
+		for _, l := range strings.Split(string(help), "\n") {
+			if l == "Flags:" || l == "Arguments:" {
+				break
+			}
+			if strings.HasPrefix(l, "  ") {
+				raw = append(raw, l)
+			}
+		}
+		out = append(out, collect("kbgen "+c+" --help", raw)...)
+	}
+	return out
+}
+
+// docLines are the command lines in the fenced blocks of README.md and
+// docs/*.md.
+func docLines(t *testing.T) []printed {
+	t.Helper()
+	files, _ := filepath.Glob("../../docs/*.md")
+	files = append([]string{"../../README.md"}, files...)
+	var out []printed
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw []string
+		in := false
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			l := sc.Text()
+			if strings.HasPrefix(strings.TrimSpace(l), "```") {
+				in = !in
+				continue
+			}
+			if in {
+				raw = append(raw, l)
+			}
+		}
+		fh.Close()
+		out = append(out, collect(strings.TrimPrefix(f, "../../"), raw)...)
+	}
+	return out
+}
+
+// repoRoot is a fresh directory laid out like the repository root, with
+// the job files a reader of the docs has: job.json and job.b64 (the
+// identity example in test mode).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{"examples", "node/testdata"} {
+		if err := os.CopyFS(filepath.Join(dir, d), os.DirFS(filepath.Join("../..", d))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := examples.Submission("identity", examples.DefaultSubmission)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := examples.Config("identity", payload.ModeTest, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := payload.EncodeConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := payload.Inflate(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "job.json"), string(js))
+	writeFile(t, filepath.Join(dir, "job.b64"), enc+"\n")
+	return dir
+}
+
+// dockerImageForRecipe makes the runner image `kbgen sandbox --help`
+// prints exist here: the python test image, tagged as the vendor's (no
+// registry to pull it from). It returns why the sandbox lines cannot run,
+// or "".
+func dockerImageForRecipe(t *testing.T) string {
+	t.Helper()
+	if err := exec.Command("docker", "info").Run(); err != nil {
+		return "no Docker engine"
+	}
+	if err := exec.Command("docker", "image", "inspect", testimage.PythonTag).Run(); err != nil {
+		return "no " + testimage.PythonTag + " image (KBGEN_TEST_PYTHON_IMAGE=1 builds it)"
+	}
+	const vendorImage = "ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1"
+	if err := exec.Command("docker", "image", "inspect", vendorImage).Run(); err == nil {
+		return "" // a real one, or left by an earlier run
+	}
+	if out, err := exec.Command("docker", "tag", testimage.PythonTag, vendorImage).CombinedOutput(); err != nil {
+		return "docker tag: " + string(out)
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", vendorImage).Run() })
+	return ""
+}
+
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
