@@ -102,7 +102,8 @@ func TestAdversarialRunIDSurvivesVerbatim(t *testing.T) {
 	if got := s.Env[contract.EnvRunID]; got != adversarialText {
 		t.Errorf("run id after interpolation:\n got %q\nwant %q", got, adversarialText)
 	}
-	if len(s.Plugins) != 1 || len(s.Env) != 2 {
+	// KERNELBOT_QUEUE, KERNELBOT_RUN_ID and the queue's noise policy.
+	if len(s.Plugins) != 1 || len(s.Env) != 3 {
 		t.Errorf("hostile text added plugins or env: %d plugins, env %v", len(s.Plugins), s.Env)
 	}
 }

@@ -104,6 +104,9 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 	if job.RunID != "" {
 		env[contract.EnvRunID] = steps.Escape(job.RunID)
 	}
+	if v.Noise != nil {
+		env[contract.EnvNoisePolicy] = v.Noise.String()
+	}
 	eval := steps.Eval{
 		Label: fmt.Sprintf("%s %s %s · %s%s", v.Emoji(), v.Donor, v.GPU, cfg.Mode, runLabel),
 		Queue: v.Queue,

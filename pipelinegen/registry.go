@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/noise"
 )
 
 //go:embed vendors.yaml
@@ -38,6 +39,10 @@ type Vendor struct {
 	// Backend is how the queue's agents run a step: "docker" (the default:
 	// one agent per GPU, kbgen sandbox) or "kubernetes" (agent-stack-k8s).
 	Backend Backend `yaml:"backend,omitempty"`
+	// Noise is the queue's noise policy: the thresholds above which a
+	// timed run is noisy, and whether external noise is retried once
+	// (docs/formats.md#vendor-registry). Absent: the defaults, no retry.
+	Noise *noise.Policy `yaml:"noise,omitempty"`
 }
 
 // Backend is the way a queue's agents run steps.
@@ -176,6 +181,11 @@ func (v *Vendor) validate() error {
 		return errors.New("timeouts.max-minutes must be at least 1")
 	case v.Backend != "" && v.Backend != BackendDocker && v.Backend != BackendKubernetes:
 		return fmt.Errorf("backend %q is not %q or %q", v.Backend, BackendDocker, BackendKubernetes)
+	}
+	if v.Noise != nil {
+		if err := v.Noise.Validate(); err != nil {
+			return err
+		}
 	}
 	for _, a := range v.Aliases {
 		if !queueName.MatchString(a) {

@@ -81,6 +81,9 @@ func TestRegistryValidation(t *testing.T) {
 		{"no cpus", [2]string{"cpus: 2", "cpus: 0"}, "resources.cpus"},
 		{"low pids", [2]string{"pids-limit: 256", "pids-limit: 8"}, "pids-limit"},
 		{"no max timeout", [2]string{"max-minutes: 30", "max-minutes: 0"}, "max-minutes"},
+		{"noise policy", [2]string{"max-minutes: 30}", "max-minutes: 30}\n    noise: {max_steal_percent: 2.5, retry: true}"}, ""},
+		{"noise threshold out of range", [2]string{"max-minutes: 30}", "max-minutes: 30}\n    noise: {max_steal_percent: 150}"}, "noise.max_steal_percent 150"},
+		{"unknown noise key", [2]string{"max-minutes: 30}", "max-minutes: 30}\n    noise: {steal: 5}"}, "steal"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

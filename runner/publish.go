@@ -20,7 +20,9 @@ const AnnotationContext = "kbgen-result"
 // in the returned error and changes nothing else: the result stays on disk
 // and the eval step's artifact_paths upload it again. It still runs after
 // ctx is cancelled (a SIGTERM): the result is what the backend needs.
-func Publish(ctx context.Context, agent *bkagent.Agent, out string, files []string, mode payload.Mode, res *payload.FullResult) error {
+// notes, when not empty, is appended to the annotation (the noise
+// record's line).
+func Publish(ctx context.Context, agent *bkagent.Agent, out string, files []string, mode payload.Mode, res *payload.FullResult, notes string) error {
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
 	if err := agent.ArtifactUpload(ctx, filepath.Dir(out), files); err != nil {
@@ -30,7 +32,11 @@ func Publish(ctx context.Context, agent *bkagent.Agent, out string, files []stri
 	if !AllPassed(res) {
 		style = "error"
 	}
-	if err := agent.Annotate(ctx, Markdown(mode, res), style, AnnotationContext); err != nil {
+	md := Markdown(mode, res)
+	if notes != "" {
+		md += "\n" + notes
+	}
+	if err := agent.Annotate(ctx, md, style, AnnotationContext); err != nil {
 		errs = append(errs, fmt.Errorf("annotate failed: %w", err))
 	}
 	return errors.Join(errs...)

@@ -84,7 +84,14 @@ func (e *evaluation) harness(ctx context.Context, keyDir, dir string, args []str
 		return e.profile(ctx, keyDir, dir, args, timeout, verify)
 	}
 	e.logf("%s: %s %s (timeout %s)", mode, args[0], strings.Join(args[1:len(args)-1], " "), timeout)
+	timed := e.opts.Noise != nil && (mode == payload.ModeBenchmark || mode == payload.ModeLeaderboard)
+	if timed {
+		e.opts.Noise.Begin(string(mode))
+	}
 	o, err := program{Args: args, Dir: dir, Env: e.runEnv(e.cfg.Seed, nil), Timeout: timeout, Verdict: true}.run(ctx)
+	if timed {
+		e.opts.Noise.End(string(mode))
+	}
 	if err != nil {
 		return startFailure(args, err)
 	}

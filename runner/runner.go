@@ -44,6 +44,17 @@ type Options struct {
 	Log io.Writer
 	// Keep leaves the work files on disk (debugging).
 	Keep bool
+	// Noise, when set, is told when each timed run (benchmark and
+	// leaderboard) starts and ends, to record the noise around it
+	// (package noise, noise.json).
+	Noise NoiseObserver
+}
+
+// NoiseObserver brackets each timed run: Begin just before the harness
+// starts, End as soon as it and everything it started are gone.
+type NoiseObserver interface {
+	Begin(run string)
+	End(run string)
 }
 
 // Fault says whose fault a runner failure is; the CLI turns it into an

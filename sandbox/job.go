@@ -149,9 +149,11 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 		return Outcome{}, refusef("%v", err)
 	}
 	defer j.Stage.Remove()
-	result := filepath.Join(outDir, contract.ResultFile)
-	if err := os.Remove(result); err != nil && !os.IsNotExist(err) {
-		return Outcome{}, fmt.Errorf("removing old %s: %w", result, err)
+	for _, name := range []string{contract.ResultFile, contract.NoiseFile} {
+		stale := filepath.Join(outDir, name)
+		if err := os.Remove(stale); err != nil && !os.IsNotExist(err) {
+			return Outcome{}, fmt.Errorf("removing old %s: %w", stale, err)
+		}
 	}
 	l.logf("kbgen sandbox: %s", j.Spec.Summary())
 	code, err := l.Run(ctx, j.Spec)

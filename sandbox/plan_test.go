@@ -296,6 +296,19 @@ func TestContainerEnvIsAnAllowList(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("ContainerEnv = %q, want %q", got, want)
 	}
+	// The noise policy passes; the retry count passes renamed, and only
+	// as a number.
+	host["KBGEN_NOISE_POLICY"] = "max_steal_percent=5,max_foreign_percent=1,retry=true"
+	host["BUILDKITE_RETRY_COUNT"] = "1"
+	got = ContainerEnv(lookup(host))
+	want = append(want, "KBGEN_NOISE_POLICY=max_steal_percent=5,max_foreign_percent=1,retry=true", "KBGEN_RETRY_COUNT=1")
+	if !slices.Equal(got, want) {
+		t.Errorf("ContainerEnv = %q, want %q", got, want)
+	}
+	host["BUILDKITE_RETRY_COUNT"] = "1; rm -rf /"
+	if got := ContainerEnv(lookup(host)); slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "KBGEN_RETRY_COUNT=") }) {
+		t.Errorf("a retry count that is not a number got in: %q", got)
+	}
 }
 
 func TestContainerName(t *testing.T) {

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/runner"
 	"github.com/gpu-mode/kbgen/signing"
@@ -26,6 +29,7 @@ type RunCmd struct {
 	Publish     string `help:"Evaluate nothing: upload FILE (a result.json written by an earlier kbgen run) and the profile_data/ beside it with buildkite-agent, and annotate the build. For the host side of a containerised run, where the container has no agent. Example: --publish result.json" placeholder:"FILE"`
 	System      string `help:"Read SystemInfo from FILE instead of probing the machine (tests)." hidden:"" placeholder:"FILE"`
 	Keep        bool   `help:"Keep the work files (debugging)." hidden:""`
+	NoNoise     bool   `help:"Do not record noise.json (the noise around each benchmark and leaderboard run)." name:"no-noise"`
 }
 
 func (c *RunCmd) Help() string {
@@ -36,8 +40,18 @@ Kernelbot's FullResult to --out:
 
   kbgen run --payload-file job.json --out result.json --no-upload
 
-With buildkite-agent on PATH (and no --no-upload) it uploads result.json and
-any profile_data/*.zip as artifacts and annotates the build with a summary.
+Around each benchmark and leaderboard run it records what could disturb the
+timing (hypervisor steal, cgroup throttling, context switches, CPU
+frequency, foreign processes on its CPUs, GPU clocks, throttle reasons,
+temperature, power, ECC errors, other processes on its GPU) and writes
+noise.json beside result.json, verdict clean or noisy (docs/runner.md).
+KBGEN_NOISE_POLICY (set from the vendor registry) holds the thresholds; with
+retry=true a leaderboard or private run disturbed by noise the submission
+cannot cause exits 75 once, so Buildkite runs it on another agent.
+
+With buildkite-agent on PATH (and no --no-upload) it uploads result.json,
+noise.json and any profile_data/*.zip as artifacts and annotates the build
+with a summary.
 A containerised run has no agent; the host publishes its result afterwards:
 
   kbgen run --publish result.json      # upload + annotate, evaluate nothing
@@ -50,7 +64,8 @@ Exit codes (result.json is written in every case):
   0   the evaluation ran, whatever the submission did
   65  the job is invalid (never retried)
   75  this machine is at fault: no GPU visible (with --require-gpu), GPU
-      runtime failure, disk full, missing interpreter or profiler (retried)
+      runtime failure, disk full, missing interpreter or profiler, or (once)
+      external noise under a retry policy (retried)
   143 stopped by SIGTERM or SIGINT (a cancelled build)
   1   the runner itself failed (with --publish: the upload or annotation failed)
   2   bad flags, or --payload-file cannot be read`
@@ -70,6 +85,7 @@ func (c *RunCmd) Run(g *Globals) error {
 
 	var res *payload.FullResult
 	var runErr error
+	var sampler *noise.Sampler
 	mode := payload.Mode("")
 	in, err := readJob(g, c.PayloadFile)
 	if err == nil {
@@ -80,14 +96,19 @@ func (c *RunCmd) Run(g *Globals) error {
 		res, runErr = payload.Failed(info, err), err
 	} else {
 		mode = in.Config.Mode
-		res, runErr = runner.Evaluate(ctx, in.Config, runner.Options{
+		opts := runner.Options{
 			WorkDir:    c.Workdir,
 			Environ:    g.Environ(),
 			Probe:      probe,
 			RequireGPU: requireGPU,
 			Log:        g.Stderr,
 			Keep:       c.Keep,
-		})
+		}
+		if !c.NoNoise {
+			sampler = noise.NewSampler(noise.Config{Env: g.Environ(), GPU: noise.GPUFromEnv(g.Environ(), contract.EnvGPUUUID)})
+			opts.Noise = sampler
+		}
+		res, runErr = runner.Evaluate(ctx, in.Config, opts)
 	}
 	files, werr := runner.WriteResult(c.Out, res)
 	if werr != nil {
@@ -98,10 +119,17 @@ func (c *RunCmd) Run(g *Globals) error {
 	} else {
 		fmt.Fprintf(g.Stderr, "kbgen run: wrote %s (%s)\n", c.Out, describe(res))
 	}
+	rec := writeNoise(g, c.Out, sampler, mode, runErr == nil && werr == nil)
+	if rec != nil {
+		files = append(files, contract.NoiseFile)
+	}
 	if !c.NoUpload && werr == nil {
 		if agent, err := bkagent.Find("", g.Environ()); err == nil {
-			c.report(g, runner.Publish(ctx, agent, c.Out, files, mode, res))
+			c.report(g, runner.Publish(ctx, agent, c.Out, files, mode, res, rec.Markdown()))
 		}
+	}
+	if runErr == nil && rec != nil && rec.Retry {
+		return withCode(exitcode.TempFail, errors.New(rec.RetryReason))
 	}
 	if runErr == nil {
 		return nil
@@ -133,7 +161,15 @@ func (c *RunCmd) publish(ctx context.Context, g *Globals) error {
 	if in, err := readJob(g, ""); err == nil {
 		mode = in.Config.Mode
 	}
-	if !c.report(g, runner.Publish(ctx, agent, c.Publish, runner.ResultFiles(c.Publish), mode, &res)) {
+	files := runner.ResultFiles(c.Publish)
+	rec, err := noise.Read(filepath.Join(filepath.Dir(c.Publish), contract.NoiseFile))
+	switch {
+	case err == nil:
+		files = append(files, contract.NoiseFile)
+	case !errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintf(g.Stderr, "kbgen run: %v; publishing without it\n", err)
+	}
+	if !c.report(g, runner.Publish(ctx, agent, c.Publish, files, mode, &res, rec.Markdown())) {
 		return silentExit(exitcode.Failure)
 	}
 	return nil
@@ -198,4 +234,50 @@ func truthy(s string) bool {
 		return true
 	}
 	return false
+}
+
+// writeNoise judges the noise record against the vendor's policy, decides
+// a retry (only for a ranked run that otherwise completed), and writes
+// noise.json beside out. It returns nil when no timed run was recorded;
+// a stale noise.json is removed then, so it cannot pass for this run's.
+func writeNoise(g *Globals, out string, s *noise.Sampler, mode payload.Mode, completed bool) *noise.Record {
+	path := filepath.Join(filepath.Dir(out), contract.NoiseFile)
+	if s == nil || !s.Measured() {
+		_ = os.Remove(path)
+		return nil
+	}
+	policy, err := noise.ParsePolicy(g.Getenv(contract.EnvNoisePolicy))
+	if err != nil {
+		fmt.Fprintf(g.Stderr, "kbgen run: %v; using the default noise policy\n", err)
+		policy = noise.Policy{}.WithDefaults()
+	}
+	rec := s.Record(policy)
+	if completed {
+		retries := g.Getenv(contract.EnvRetryCount)
+		if retries == "" {
+			retries = g.Getenv(contract.EnvBuildkiteRetryCount)
+		}
+		rec.DecideRetry(mode.Ranked(), retries)
+	}
+	if err := noise.Write(path, rec); err != nil {
+		fmt.Fprintf(g.Stderr, "kbgen: %v\n", err)
+		return nil
+	}
+	fmt.Fprintf(g.Stderr, "kbgen run: wrote %s (%s, %.1f ms to record)\n", path, noiseSummary(rec), rec.CostMS)
+	if rec.RetryReason != "" {
+		fmt.Fprintf(g.Stderr, "kbgen run: %s\n", rec.RetryReason)
+	}
+	return rec
+}
+
+// noiseSummary is the verdict and its reasons on one line.
+func noiseSummary(rec *noise.Record) string {
+	if rec.Verdict == noise.Clean {
+		return "clean"
+	}
+	msgs := make([]string, 0, len(rec.Reasons))
+	for _, r := range rec.Reasons {
+		msgs = append(msgs, r.Run+": "+r.Message)
+	}
+	return "noisy: " + strings.Join(msgs, "; ")
 }

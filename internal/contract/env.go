@@ -108,4 +108,20 @@ const (
 	EnvAPIURL   = "BUILDKITE_API_URL"
 	EnvOrg      = "BUILDKITE_ORG"
 	EnvPipeline = "BUILDKITE_PIPELINE"
+	// EnvBuildkiteRetryCount is how many times the agent's job was
+	// retried (0 on the first attempt).
+	EnvBuildkiteRetryCount = "BUILDKITE_RETRY_COUNT"
+)
+
+// The noise policy on its way from the vendor registry to the runner
+// (package noise).
+const (
+	// EnvNoisePolicy is the queue's noise policy, noise.Policy.String():
+	// set in the eval step's env by the generator, passed into the
+	// container by the sandbox, read by `kbgen run`.
+	EnvNoisePolicy = "KBGEN_NOISE_POLICY"
+	// EnvRetryCount is the job's BUILDKITE_RETRY_COUNT as the sandbox
+	// passes it into the container (no BUILDKITE_* variable enters), so
+	// the runner retries external noise only once.
+	EnvRetryCount = "KBGEN_RETRY_COUNT"
 )

@@ -1,0 +1,261 @@
+package noise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// NVIDIAReport is the run's GPU as nvidia-smi sees it before and after.
+type NVIDIAReport struct {
+	Availability
+	UUID   string     `json:"uuid,omitempty"`
+	Before *GPUSample `json:"before,omitempty"`
+	After  *GPUSample `json:"after,omitempty"`
+	// EventCounters is how much each clock-event counter grew during the
+	// run, as nvidia-smi reports them (microseconds); absent on drivers
+	// without clocks_event_reasons_counters.
+	EventCounters map[string]float64 `json:"clock_event_counters_delta,omitempty"`
+	// ECCUncorrectedDelta is new uncorrected ECC errors during the run.
+	ECCUncorrectedDelta *int64 `json:"ecc_uncorrected_delta,omitempty"`
+	// ForeignProcesses are compute processes on the GPU before or after
+	// the run, when none of the run's own can be alive.
+	ForeignProcesses []GPUProcess `json:"foreign_processes"`
+}
+
+// GPUSample is one nvidia-smi reading of the GPU.
+type GPUSample struct {
+	SMClockMHz   *float64 `json:"sm_clock_mhz,omitempty"`
+	MemClockMHz  *float64 `json:"mem_clock_mhz,omitempty"`
+	TemperatureC *float64 `json:"temperature_c,omitempty"`
+	PowerW       *float64 `json:"power_w,omitempty"`
+	// EventReasons are the active clock-event (throttle) reasons,
+	// decoded from EventMask; GPU idle is left out.
+	EventReasons []string `json:"clock_event_reasons"`
+	EventMask    string   `json:"clock_event_mask,omitempty"`
+	ECCUncorr    *int64   `json:"ecc_uncorrected,omitempty"`
+	counters     map[string]float64
+}
+
+// GPUProcess is a compute process nvidia-smi lists on the GPU.
+type GPUProcess struct {
+	PID          int     `json:"pid"`
+	Name         string  `json:"name"`
+	UsedMemoryMB float64 `json:"used_memory_mib"`
+}
+
+// clockEvents are nvmlClocksEventReasons bits (nvml.h); GPU idle (0x1)
+// is not noise and is left out.
+var clockEvents = []struct {
+	bit  uint64
+	name string
+	kind eventKind
+}{
+	{0x2, "applications_clocks_setting", eventSetting},
+	{0x4, "sw_power_cap", eventLoad},
+	{0x8, "hw_slowdown", eventLoad},
+	{0x10, "sync_boost", eventExternal},
+	{0x20, "sw_thermal_slowdown", eventLoad},
+	{0x40, "hw_thermal_slowdown", eventLoad},
+	{0x80, "hw_power_brake_slowdown", eventExternal},
+	{0x100, "display_clock_setting", eventSetting},
+}
+
+// eventKind says who can cause a clock event.
+type eventKind int
+
+const (
+	// eventSetting: an administrator's setting (locked application
+	// clocks are good practice for benchmarks); recorded, not noise.
+	eventSetting eventKind = iota
+	// eventLoad: power or thermal limits, which the job's own load can
+	// reach; external only when active before the run started.
+	eventLoad
+	// eventExternal: never the job's doing (an external power brake,
+	// another GPU's sync boost).
+	eventExternal
+)
+
+// eventKindOf names an event's kind.
+func eventKindOf(name string) eventKind {
+	for _, e := range clockEvents {
+		if e.name == name {
+			return e.kind
+		}
+	}
+	return eventLoad
+}
+
+// decodeEvents names the bits set in mask.
+func decodeEvents(mask uint64) []string {
+	out := []string{}
+	for _, e := range clockEvents {
+		if mask&e.bit != 0 {
+			out = append(out, e.name)
+		}
+	}
+	return out
+}
+
+// gpuQuery levels: the newest field names first; an older driver that
+// rejects a field gets the next list.
+var gpuQueries = [][]string{
+	{"uuid", "clocks.sm", "clocks.mem", "clocks_event_reasons.active", "temperature.gpu", "power.draw", "ecc.errors.uncorrected.volatile.total",
+		"clocks_event_reasons_counters.sw_power_cap", "clocks_event_reasons_counters.sw_thermal_slowdown",
+		"clocks_event_reasons_counters.hw_thermal_slowdown", "clocks_event_reasons_counters.hw_power_brake_slowdown",
+		"clocks_event_reasons_counters.sync_boost"},
+	{"uuid", "clocks.sm", "clocks.mem", "clocks_event_reasons.active", "temperature.gpu", "power.draw", "ecc.errors.uncorrected.volatile.total"},
+	{"uuid", "clocks.sm", "clocks.mem", "clocks_throttle_reasons.active", "temperature.gpu", "power.draw", "ecc.errors.uncorrected.volatile.total"},
+}
+
+// nvidiaProbe queries one GPU; it remembers which query level the driver
+// accepts, so only the first sample pays for a fallback.
+type nvidiaProbe struct {
+	env []string
+	// gpu selects the GPU (-i): a UUID or an index; "" is the first.
+	gpu   string
+	mu    sync.Mutex
+	level int
+}
+
+type nvidiaSample struct {
+	gpu   *GPUSample
+	uuid  string
+	procs []GPUProcess
+	err   error
+}
+
+func (p *nvidiaProbe) sample(ctx context.Context) nvidiaSample {
+	var s nvidiaSample
+	var wg sync.WaitGroup
+	var apps []byte
+	var appsErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		apps, appsErr = runTool(ctx, p.env, "nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
+	}()
+	s.gpu, s.uuid, s.err = p.query(ctx)
+	wg.Wait()
+	if s.err == nil && appsErr == nil {
+		s.procs = parseApps(apps, s.uuid)
+	}
+	return s
+}
+
+func (p *nvidiaProbe) query(ctx context.Context) (*GPUSample, string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ; p.level < len(gpuQueries); p.level++ {
+		fields := gpuQueries[p.level]
+		args := []string{"--query-gpu=" + strings.Join(fields, ","), "--format=csv,noheader,nounits"}
+		if p.gpu != "" {
+			args = append(args, "-i", p.gpu)
+		}
+		out, err := runTool(ctx, p.env, "nvidia-smi", args...)
+		if err != nil {
+			if strings.Contains(err.Error(), "not a valid field") && p.level+1 < len(gpuQueries) {
+				continue
+			}
+			return nil, "", err
+		}
+		return parseGPU(out, fields)
+	}
+	return nil, "", errors.New("nvidia-smi accepts none of kbgen's queries")
+}
+
+// parseGPU reads the first line of a --query-gpu CSV.
+func parseGPU(out []byte, fields []string) (*GPUSample, string, error) {
+	line := firstLine(string(out))
+	vals := strings.Split(line, ",")
+	if len(vals) != len(fields) {
+		return nil, "", fmt.Errorf("nvidia-smi printed %q, not %d fields", line, len(fields))
+	}
+	s := &GPUSample{EventReasons: []string{}}
+	uuid := ""
+	for i, f := range fields {
+		v := strings.TrimSpace(vals[i])
+		num, numErr := strconv.ParseFloat(v, 64)
+		ok := numErr == nil
+		switch {
+		case f == "uuid":
+			uuid = v
+		case f == "clocks.sm" && ok:
+			s.SMClockMHz = &num
+		case f == "clocks.mem" && ok:
+			s.MemClockMHz = &num
+		case f == "temperature.gpu" && ok:
+			s.TemperatureC = &num
+		case f == "power.draw" && ok:
+			s.PowerW = &num
+		case f == "ecc.errors.uncorrected.volatile.total" && ok:
+			n := int64(num)
+			s.ECCUncorr = &n
+		case strings.HasSuffix(f, "reasons.active"):
+			if mask, err := strconv.ParseUint(strings.TrimPrefix(v, "0x"), 16, 64); err == nil {
+				s.EventMask = v
+				s.EventReasons = decodeEvents(mask)
+			}
+		case strings.HasPrefix(f, "clocks_event_reasons_counters.") && ok:
+			if s.counters == nil {
+				s.counters = map[string]float64{}
+			}
+			s.counters[strings.TrimPrefix(f, "clocks_event_reasons_counters.")] = num
+		}
+	}
+	return s, uuid, nil
+}
+
+// parseApps reads --query-compute-apps lines on the GPU uuid.
+func parseApps(out []byte, uuid string) []GPUProcess {
+	var procs []GPUProcess
+	for line := range strings.Lines(string(out)) {
+		f := strings.Split(strings.TrimSpace(line), ",")
+		if len(f) != 4 || (uuid != "" && strings.TrimSpace(f[0]) != uuid) {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(f[1]))
+		if err != nil {
+			continue
+		}
+		mem, _ := strconv.ParseFloat(strings.TrimSpace(f[3]), 64)
+		procs = append(procs, GPUProcess{PID: pid, Name: strings.TrimSpace(f[2]), UsedMemoryMB: mem})
+	}
+	return procs
+}
+
+func nvidiaReport(before, after nvidiaSample) NVIDIAReport {
+	switch {
+	case errors.Is(before.err, errNotFound) || errors.Is(after.err, errNotFound):
+		return NVIDIAReport{Availability: unavailable("nvidia-smi not found on PATH"), ForeignProcesses: []GPUProcess{}}
+	case before.err != nil:
+		return NVIDIAReport{Availability: unavailable("nvidia-smi: %v", before.err), ForeignProcesses: []GPUProcess{}}
+	case after.err != nil:
+		return NVIDIAReport{Availability: unavailable("nvidia-smi: %v", after.err), ForeignProcesses: []GPUProcess{}}
+	}
+	r := NVIDIAReport{Availability: Availability{Status: OK}, UUID: after.uuid, Before: before.gpu, After: after.gpu, ForeignProcesses: []GPUProcess{}}
+	for k, a := range after.gpu.counters {
+		if b, ok := before.gpu.counters[k]; ok && a >= b {
+			if r.EventCounters == nil {
+				r.EventCounters = map[string]float64{}
+			}
+			r.EventCounters[k] = a - b
+		}
+	}
+	if b, a := before.gpu.ECCUncorr, after.gpu.ECCUncorr; b != nil && a != nil {
+		d := *a - *b
+		r.ECCUncorrectedDelta = &d
+	}
+	seen := map[int]bool{}
+	for _, p := range slices.Concat(before.procs, after.procs) {
+		if !seen[p.PID] {
+			seen[p.PID] = true
+			r.ForeignProcesses = append(r.ForeignProcesses, p)
+		}
+	}
+	return r
+}

@@ -1,0 +1,102 @@
+package noise
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+)
+
+func TestPolicyRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Policy
+		err  string
+	}{
+		{in: "", want: Policy{MaxStealPercent: 5, MaxForeignPercent: 1}},
+		{in: "max_steal_percent=2.5,retry=true", want: Policy{MaxStealPercent: 2.5, MaxForeignPercent: 1, Retry: true}},
+		{in: "max_foreign_percent=3", want: Policy{MaxStealPercent: 5, MaxForeignPercent: 3}},
+		{in: "max_steal_percent=101", err: "between 0 and 100"},
+		{in: "retry=maybe", err: "retry"},
+		{in: "steal=5", err: `unknown key "steal"`},
+		{in: "retry", err: "not key=value"},
+	} {
+		got, err := ParsePolicy(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParsePolicy(%q) error = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParsePolicy(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			continue
+		}
+		back, err := ParsePolicy(got.String())
+		if err != nil || back != got {
+			t.Errorf("ParsePolicy(%q) = %+v, %v; want %+v back", got.String(), back, err, got)
+		}
+	}
+}
+
+func TestDecideRetry(t *testing.T) {
+	external := []Reason{{Run: "leaderboard", Source: "steal", External: true, Message: "hypervisor steal 20.0 %"}}
+	own := []Reason{{Run: "leaderboard", Source: "cgroup_throttling", Message: "throttled"}}
+	for _, tc := range []struct {
+		name    string
+		retry   bool
+		ranked  bool
+		retries string
+		reasons []Reason
+		want    bool
+		why     string
+	}{
+		{name: "first attempt, external", retry: true, ranked: true, retries: "0", reasons: external, want: true, why: "exit 75"},
+		{name: "outside Buildkite counts as the first", retry: true, ranked: true, retries: "", reasons: external, want: true},
+		{name: "second attempt: the result stands", retry: true, ranked: true, retries: "1", reasons: external, want: false, why: "already retry 1"},
+		{name: "policy without retry", retry: false, ranked: true, retries: "0", reasons: external},
+		{name: "benchmark mode is never retried", retry: true, ranked: false, retries: "0", reasons: external},
+		{name: "own load is never retried", retry: true, ranked: true, retries: "0", reasons: own},
+		{name: "clean", retry: true, ranked: true, retries: "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &Record{Policy: Policy{Retry: tc.retry}, Reasons: tc.reasons}
+			if got := rec.DecideRetry(tc.ranked, tc.retries); got != tc.want || rec.Retry != tc.want {
+				t.Errorf("DecideRetry = %v (Retry %v), want %v", got, rec.Retry, tc.want)
+			}
+			if !strings.Contains(rec.RetryReason, tc.why) {
+				t.Errorf("RetryReason = %q, want %q in it", rec.RetryReason, tc.why)
+			}
+		})
+	}
+}
+
+func TestMarkdownAndFile(t *testing.T) {
+	rec := newScenario(t, "vm").run("leaderboard", Policy{Retry: true})
+	rec.DecideRetry(true, "0")
+	md := rec.Markdown()
+	for _, want := range []string{
+		"**noise**: noisy (steal 20.0 %, foreign CPU 15.0 %, noise.json)",
+		"- `leaderboard` steal (external): hypervisor steal 20.0 % on CPUs 1",
+		"- retried: external noise (",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	path := t.TempDir() + "/out/" + contract.NoiseFile
+	if err := Write(path, rec); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Version != Version || back.Verdict != Noisy || !back.Retry || back.Runs["leaderboard"].Steal.StealPercent != 20 || len(back.Reasons) != 2 {
+		t.Errorf("read back %+v", back)
+	}
+	clean := (&Record{Verdict: Clean, Runs: map[string]*Run{"benchmark": {Steal: StealReport{Availability: Availability{Status: OK}, StealPercent: 0.4}}}}).Markdown()
+	if clean != "**noise**: clean (steal 0.4 %, noise.json)\n" {
+		t.Errorf("clean markdown = %q", clean)
+	}
+}
