@@ -25,6 +25,7 @@ const (
 	MetaDataRunID = "run_id"
 	MetaDataQueue = "queue"
 )
+
 // NoiseFile is the noise record's name beside ResultFile: written by
 // `kbgen run` after a timed run (package noise), copied out by the
 // sandbox, uploaded with the result.
