@@ -55,9 +55,10 @@ type Submission struct {
 	Commit         string
 }
 
-// NewBuild is the build request of the build-env contract (docs/formats.md#build-env): the payload in
-// the env (split when large), run id and queue in env and meta-data, and a
-// message naming the run.
+// NewBuild is the build request of the build-env contract
+// (docs/formats.md#build-env): the payload in the env (split when large),
+// run id and queue in env and meta-data (contract.MetaDataRunID,
+// MetaDataQueue), and a message naming the run.
 func (s *Submission) NewBuild() NewBuild {
 	env := payload.SplitEnv(s.Encoded)
 	env[contract.EnvRunID] = s.RunID

@@ -216,8 +216,10 @@ func (c *Config) RunModes() []Mode {
 	return []Mode{c.Mode}
 }
 
-// Validate checks the job against the contract in docs/architecture.md (fields: docs/formats.md) and returns the
-// first problem as an *Error.
+// Validate checks the job against its contract
+// (docs/architecture.md#contracts-and-where-each-one-lives; the fields:
+// docs/formats.md#job-config-payload) and returns the first problem as an
+// *Error.
 func (c *Config) Validate() error {
 	switch c.Lang {
 	case "":
