@@ -9,8 +9,11 @@ import (
 //go:embed example_job.json
 var exampleJob []byte
 
-// ExampleJob is the built-in job `kbgen preview` shows when given none: a
-// small Python vector add in the given mode.
+// ExampleJob is a fixed small job (a stub Python vector add) in the given
+// mode, for the generator's tests, benchmarks and fuzz seeds: the golden
+// pipelines in golden/pipelines pin the timeouts it implies. It is not a
+// user-facing example: those are the task directories under examples/,
+// which `kbgen local` and `kbgen preview` run (jobsource).
 func ExampleJob(mode payload.Mode) (*payload.Input, error) {
 	in, err := payload.ParseInput(exampleJob)
 	if err != nil {
@@ -19,11 +22,11 @@ func ExampleJob(mode payload.Mode) (*payload.Input, error) {
 	if mode == "" || mode == in.Config.Mode {
 		return in, nil
 	}
-	return WithMode(in, mode)
+	return withMode(in, mode)
 }
 
-// WithMode returns a copy of the job in another mode, re-encoded.
-func WithMode(in *payload.Input, mode payload.Mode) (*payload.Input, error) {
+// withMode returns a copy of the job in another mode, re-encoded.
+func withMode(in *payload.Input, mode payload.Mode) (*payload.Input, error) {
 	cfg := *in.Config
 	cfg.Mode = mode
 	enc, err := payload.EncodeConfig(&cfg)
