@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/gpu-mode/kbgen/internal/bkagent"
@@ -16,7 +17,8 @@ const AnnotationContext = "kbgen-result"
 
 // Publish uploads the result files (paths relative to out's directory, as
 // WriteResult and ResultFiles return them) as artifacts and annotates the
-// build with the result's summary. Both are tried; a failure of either is
+// build with the result's summary, and sets result.json as the build's
+// meta-data payload.ResultMetaDataKey when it fits. All are tried; a failure of either is
 // in the returned error and changes nothing else: the result stays on disk
 // and the eval step's artifact_paths upload it again. It still runs after
 // ctx is cancelled (a SIGTERM): the result is what the backend needs.
@@ -38,6 +40,16 @@ func Publish(ctx context.Context, agent *bkagent.Agent, out string, files []stri
 	}
 	if err := agent.Annotate(ctx, md, style, AnnotationContext); err != nil {
 		errs = append(errs, fmt.Errorf("annotate failed: %w", err))
+	}
+	// The result also rides on the build itself when it fits, so kbgen
+	// serve's watcher reads it from the builds list it already polls (no
+	// request per build); the artifact stays the reference.
+	if data, err := os.ReadFile(out); err == nil {
+		if enc, fits := payload.EncodeResultMetaData(data); fits {
+			if err := agent.MetaDataSet(ctx, payload.ResultMetaDataKey, []byte(enc)); err != nil {
+				errs = append(errs, fmt.Errorf("setting meta-data %s failed: %w", payload.ResultMetaDataKey, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -65,7 +65,7 @@ func fakeAgent(t *testing.T, fail string) string {
 	script := `#!/bin/sh
 n=$(ls "` + logs + `"/*.argv 2>/dev/null | wc -l)
 printf '%s\n' "$@" > "` + logs + `/$n.argv"
-[ "$1" = annotate ] && cat > "` + logs + `/$n.stdin"
+{ [ "$1" = annotate ] || [ "$1" = meta-data ]; } && cat > "` + logs + `/$n.stdin"
 [ "$1" = "` + fail + `" ] && { echo "upload refused (stand-in)" >&2; exit 1; }
 exit 0
 `
@@ -99,6 +99,13 @@ func TestRunUploadsAndAnnotates(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(argv1), "annotate\n--style\nsuccess\n") || !strings.Contains(string(md), "**kbgen** `test` on **Test GPU** (CUDA): all runs passed") {
 		t.Errorf("annotate argv %q body %q", argv1, md)
+	}
+	// The result rides on the build as meta-data for kbgen serve.
+	argv2, _ := os.ReadFile(filepath.Join(logs, "2.argv"))
+	enc, _ := os.ReadFile(filepath.Join(logs, "2.stdin"))
+	got, err := payload.DecodeResultMetaData(string(enc))
+	if string(argv2) != "meta-data\nset\n"+payload.ResultMetaDataKey+"\n" || err != nil || string(got) != string(b) {
+		t.Errorf("meta-data argv %q: value decodes to %q (%v), want result.json", argv2, got, err)
 	}
 }
 

@@ -73,6 +73,12 @@ func (a *Agent) Annotate(ctx context.Context, markdown, style, context string) e
 	return a.run(ctx, "", []byte(markdown), "annotate", "--style", style, "--context", context)
 }
 
+// MetaDataSet sets the build's meta-data key to value; the value goes
+// through stdin, never argv (it can be large).
+func (a *Agent) MetaDataSet(ctx context.Context, key string, value []byte) error {
+	return a.run(ctx, "", value, "meta-data", "set", key)
+}
+
 func (a *Agent) run(ctx context.Context, dir string, stdin []byte, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
