@@ -88,6 +88,9 @@ func New(cfg Config) (*Service, error) {
 		cfg.PollEvery = max(time.Duration(float64(time.Minute)/(0.66*float64(cfg.Budget.PerMinute))), 500*time.Millisecond)
 		if cfg.WebhookSecret != "" || cfg.WebhookToken != "" {
 			cfg.PollEvery = max(cfg.PollEvery, SafetyPoll)
+			// Webhooks do the detecting: the safety poll needs a fifth of
+			// the budget at most, creates may have the rest.
+			cfg.Budget.PollShare = min(cfg.Budget.PollShare, cfg.Budget.PerMinute/5)
 		}
 	}
 	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16)}, nil
