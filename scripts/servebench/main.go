@@ -7,6 +7,7 @@
 //	go run ./scripts/servebench -runs 40 -build 30s            # polling only
 //	go run ./scripts/servebench -runs 40 -build 30s -webhooks  # with webhooks
 //	go run ./scripts/servebench -inflight 1000                 # RSS and CPU
+//	go run ./scripts/servebench -runs 40 -direct               # baseline: 40 kbgen submit
 package main
 
 import (
@@ -41,7 +42,15 @@ func main() {
 	artifacts := flag.Bool("artifacts", false, "builds carry no result meta-data: every result is read from its artifact")
 	inflight := flag.Int("inflight", 0, "instead: this many builds in flight, and measure the service's RSS and CPU for -idle")
 	idle := flag.Duration("idle", time.Minute, "with -inflight: how long to measure")
+	direct := flag.Bool("direct", false, "the baseline: every run polls its own build as kbgen submit does, no service")
 	flag.Parse()
+	if *direct {
+		if err := runDirect(*runs, *build, *limit); err != nil {
+			fmt.Fprintln(os.Stderr, "servebench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*runs, *build, *webhooks, *limit, *budget, *artifacts, *inflight, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "servebench:", err)
 		os.Exit(1)
@@ -170,7 +179,15 @@ func measureLoad(fake *fakebuildkite.Server, url string, runs int, build time.Du
 		}()
 	}
 	wg.Wait()
-	wall := time.Since(start)
+	mode := "polling only"
+	if webhooks {
+		mode = "with webhooks"
+	}
+	return report(fake, outs, fmt.Sprintf("%d runs at once, %s builds, %s, stand-in limit %d/min, --api-budget %d", runs, build, mode, limit, budget), time.Since(start), webhooks)
+}
+
+func report(fake *fakebuildkite.Server, outs []outcome, title string, wall time.Duration, webhooks bool) error {
+	runs := len(outs)
 	var lat []time.Duration
 	failed, told := 0, 0
 	for _, o := range outs {
@@ -185,11 +202,7 @@ func measureLoad(fake *fakebuildkite.Server, url string, runs int, build time.Du
 		lat = append(lat, o.doneAt.Sub(fake.PassedAt(o.build)))
 	}
 	slices.Sort(lat)
-	mode := "polling only"
-	if webhooks {
-		mode = "with webhooks"
-	}
-	fmt.Printf("%d runs at once, %s builds, %s, stand-in limit %d/min, --api-budget %d\n", runs, build, mode, limit, budget)
+	fmt.Println(title)
 	fmt.Printf("  results: %d/%d obtained in %s (%d told \"waiting for API budget\")\n", len(lat), runs, wall.Round(100*time.Millisecond), told)
 	fmt.Printf("  429 answers: %d\n", fake.RateLimited())
 	if len(lat) > 0 {
@@ -271,4 +284,40 @@ func rssKiB(pid int) (rss, hwm int64) {
 		}
 	}
 	return rss, hwm
+}
+
+// runDirect is the baseline the service replaces: each run is a
+// client.Submit, as one kbgen submit process does, polling its own build.
+func runDirect(runs int, build time.Duration, limit int) error {
+	fake := fakebuildkite.New(nil)
+	defer fake.Close()
+	fake.SetScript(fakebuildkite.Script{BootStart: build / 30, Uploaded: build / 10, EvalStart: build / 8, Finish: build})
+	fake.SetRateLimit(limit)
+	enc := jobPayload()
+	outs := make([]outcome, runs)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := client.New(client.Options{APIURL: fake.URL(), Org: fake.Org, Pipeline: fake.Pipeline, Token: fake.Token})
+			if err != nil {
+				outs[i].err = err
+				return
+			}
+			out := c.Submit(context.Background(), client.Submission{Queue: "nvidia-h100", RunID: fmt.Sprintf("direct-%d", i), Encoded: enc, Branch: "main", Commit: "HEAD"}, client.WaitOptions{})
+			outs[i].doneAt = time.Now()
+			if out.Build != nil {
+				outs[i].build = out.Build.Number
+			}
+			if out.Status == client.Obtained {
+				outs[i].status = serve.StatusObtained
+			} else {
+				outs[i].err = fmt.Errorf("%s", out.Result.Error)
+			}
+		}()
+	}
+	wg.Wait()
+	return report(fake, outs, fmt.Sprintf("%d kbgen submit at once (no service), %s builds, stand-in limit %d/min", runs, build, limit), time.Since(start), false)
 }
