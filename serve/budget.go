@@ -38,6 +38,11 @@ func classOf(ctx context.Context) Class {
 	return Urgent
 }
 
+// Window is the budget's sliding window: a minute, plus a second for the
+// time a request takes to reach Buildkite, so that no 60 seconds of
+// arrivals there hold more than the budget.
+const Window = 61 * time.Second
+
 // Budget keeps kbgen's own use of the organization's REST API under
 // PerMinute requests in any 60 seconds (a sliding window, so no minute
 // ever sees more), and under what the organization has left: when
@@ -58,6 +63,7 @@ type Budget struct {
 	orgLeft   int    // -1: unknown
 	orgReset  time.Time
 	waiting   int
+	urgent    int // Urgent requests waiting: polls and creates let them go first
 	now       func() time.Time
 	changed   chan struct{}
 	totalSent int64
@@ -91,6 +97,9 @@ func (b *Budget) Acquire(ctx context.Context, c Class, onWait func()) error {
 			b.totalSent++
 			if waited {
 				b.waiting--
+				if c == Urgent {
+					b.urgent--
+				}
 			}
 			b.mu.Unlock()
 			return nil
@@ -98,6 +107,9 @@ func (b *Budget) Acquire(ctx context.Context, c Class, onWait func()) error {
 		if !waited {
 			waited = true
 			b.waiting++
+			if c == Urgent {
+				b.urgent++
+			}
 			if onWait != nil {
 				b.mu.Unlock()
 				onWait()
@@ -112,6 +124,9 @@ func (b *Budget) Acquire(ctx context.Context, c Class, onWait func()) error {
 			t.Stop()
 			b.mu.Lock()
 			b.waiting--
+			if c == Urgent {
+				b.urgent--
+			}
 			b.mu.Unlock()
 			return ctx.Err()
 		case <-t.C:
@@ -127,7 +142,11 @@ func (b *Budget) delay(now time.Time, c Class) time.Duration {
 		return b.orgReset.Sub(now)
 	}
 	if len(b.sent) >= b.PerMinute {
-		return b.sent[0].at.Add(time.Minute).Sub(now) + time.Millisecond
+		return b.sent[0].at.Add(Window).Sub(now) + time.Millisecond
+	}
+	if c != Urgent && b.urgent > 0 {
+		// A result fetch or a cancel is waiting: it goes first.
+		return 50 * time.Millisecond
 	}
 	if c == Create {
 		// Creates count against PerMinute-PollShare, so a burst of
@@ -142,7 +161,7 @@ func (b *Budget) delay(now time.Time, c Class) time.Duration {
 			}
 		}
 		if n >= b.PerMinute-b.PollShare {
-			return oldest.Add(time.Minute).Sub(now) + time.Millisecond
+			return oldest.Add(Window).Sub(now) + time.Millisecond
 		}
 	}
 	return 0
@@ -150,7 +169,7 @@ func (b *Budget) delay(now time.Time, c Class) time.Duration {
 
 func (b *Budget) expire(now time.Time) {
 	i := 0
-	for i < len(b.sent) && !now.Before(b.sent[i].at.Add(time.Minute)) {
+	for i < len(b.sent) && !now.Before(b.sent[i].at.Add(Window)) {
 		i++
 	}
 	b.sent = b.sent[i:]

@@ -32,8 +32,8 @@ func TestBudgetWindowAndShares(t *testing.T) {
 		_ = b.Acquire(ctx, Create, nil)
 		clk.add(time.Second)
 	}
-	if d := b.Ready(Create); d != 55*time.Second+time.Millisecond {
-		t.Fatalf("6th create waits %s, want 55.001s (the first leaves the window)", d)
+	if d := b.Ready(Create); d != 56*time.Second+time.Millisecond {
+		t.Fatalf("6th create waits %s, want 56.001s (the first leaves the 61 s window)", d)
 	}
 	for range 5 {
 		if b.Ready(Poll) != 0 {
@@ -44,7 +44,7 @@ func TestBudgetWindowAndShares(t *testing.T) {
 	if d := b.Ready(Urgent); d == 0 {
 		t.Fatal("an 11th request in one minute does not wait")
 	}
-	clk.add(56 * time.Second)
+	clk.add(57 * time.Second)
 	if d := b.Ready(Create); d != 0 {
 		t.Fatalf("after the window slid, create waits %s", d)
 	}
@@ -79,5 +79,26 @@ func TestBudgetObservesOrgLimit(t *testing.T) {
 	said := false
 	if err := b.Acquire(ctx, Poll, func() { said = true }); err == nil || !said {
 		t.Fatalf("Acquire on a spent budget: %v, told %v", err, said)
+	}
+}
+
+// TestBudgetUrgentFirst: while a result fetch waits, polls and creates
+// wait behind it.
+func TestBudgetUrgentFirst(t *testing.T) {
+	clk := &fakeNow{t: time.Unix(1e9, 0)}
+	b := NewBudget(10)
+	b.now = clk.now
+	for range 10 {
+		_ = b.Acquire(context.Background(), Poll, nil)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = b.Acquire(ctx, Urgent, nil) }()
+	for b.Stats().Waiting == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	clk.add(62 * time.Second) // the window is empty again
+	if d := b.Ready(Poll); d == 0 {
+		t.Fatal("a poll goes before the waiting fetch")
 	}
 }
