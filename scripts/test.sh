@@ -15,7 +15,11 @@ go vet ./...
 # -count=1: the Docker- and agent-backed tests depend on state Go's test
 # cache cannot see. The summary shows failures in full and every skip with
 # its reason (what could not be run on this machine).
-go test -race -count=1 -timeout 20m -json ./... | python3 scripts/gotest-summary.py
+# The end-to-end suite (internal/e2e) runs on its own afterwards: it starts
+# agents and containers on both cores and times heartbeats, so it does not
+# share the machine with the rest.
+go test -race -count=1 -timeout 20m -json $(go list ./... | grep -v /internal/e2e) | python3 scripts/gotest-summary.py
+bash scripts/e2e.sh
 
 if [ -x scripts/fuzz.sh ]; then
   scripts/fuzz.sh

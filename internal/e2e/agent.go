@@ -34,6 +34,8 @@ type AgentSpec struct {
 	Dir string
 	// Env is added to the agent's environment (which every job inherits).
 	Env []string
+	// Args are more `buildkite-agent start` flags.
+	Args []string
 }
 
 // Agent is a running agent process.
@@ -70,7 +72,7 @@ func StartAgent(spec AgentSpec) (*Agent, error) {
 	// Dir, and the hooks are Dir's copy (see PrepareNodeAgent).
 	args = append(args, "--config", cfg, "--build-path", filepath.Join(spec.Dir, "builds"),
 		"--hooks-path", filepath.Join(spec.Dir, "hooks"), "--plugins-path", filepath.Join(spec.Dir, "plugins"))
-	cmd := exec.Command(spec.Binary, args...)
+	cmd := exec.Command(spec.Binary, append(args, spec.Args...)...)
 	cmd.Env = env
 	log := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log

@@ -124,7 +124,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 
 	repo := filepath.Join(h.dir, "repo")
 	must(t, MakeRepo(repo, srcRoot(t)))
-	h.srv, err = fakebuildkite.NewLive(fakebuildkite.Options{Repo: repo, Minute: o.minute, LostAfter: 3 * time.Second})
+	h.srv, err = fakebuildkite.NewLive(fakebuildkite.Options{Repo: repo, Minute: o.minute, LostAfter: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
