@@ -13,6 +13,7 @@ func TestProgressText(t *testing.T) {
 	for _, e := range []Event{
 		{Kind: "created", Build: 7, URL: "https://buildkite.com/o/p/builds/7"},
 		{Kind: "state", State: "scheduled", Seconds: 0.3},
+		{Kind: "budget", State: "waiting for API budget", Seconds: 0.5},
 		{Kind: "state", State: "running", Seconds: 2.1},
 		{Kind: "job", Step: "eval", State: "running", Seconds: 4},
 		{Kind: "canceled", Build: 7},
@@ -21,7 +22,7 @@ func TestProgressText(t *testing.T) {
 		p.Event(e)
 	}
 	want := "build 7: https://buildkite.com/o/p/builds/7\n" +
-		"scheduled 0.3s → running 2.1s → eval running 4.0s\n" +
+		"scheduled 0.3s → waiting for API budget 0.5s → running 2.1s → eval running 4.0s\n" +
 		"build 7 canceled\n" +
 		"error: timed out after 1m0s waiting for build 7 (state running); the build was canceled\n"
 	if buf.String() != want {

@@ -26,6 +26,7 @@ type Run struct {
 	budgetSaid bool      // "waiting for API budget" told since the last event
 	fetching   bool      // a result fetch is under way
 	done       bool
+	doneAt     time.Time
 	status     client.Status
 	result     *payload.FullResult
 	events     []client.Event
@@ -95,7 +96,7 @@ func (r *Run) finish(st client.Status, res *payload.FullResult, now time.Time) b
 	if r.done {
 		return false
 	}
-	r.done, r.status, r.result = true, st, res
+	r.done, r.doneAt, r.status, r.result = true, now, st, res
 	code := exitCodes[st]
 	r.emitLocked(client.Event{Kind: "done", State: r.buildState, Success: &res.Success, Exit: &code, Error: res.Error}, now)
 	return true

@@ -40,6 +40,10 @@ type Config struct {
 	// RecoverWindow is how far back the startup scan looks for finished
 	// builds; default 1 hour. Builds still running are found at any age.
 	RecoverWindow time.Duration
+	// KeepDone is how long a done run is kept for clients to fetch;
+	// default 24 hours. A run id re-submitted after that (and outside
+	// RecoverWindow after a restart) would create a new build.
+	KeepDone time.Duration
 	// Registry, when set, checks each run's queue and turns an alias
 	// (h100) into the queue name (nvidia-h100), as kbgen submit does.
 	Registry *pipelinegen.Registry
@@ -80,6 +84,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.RecoverWindow <= 0 {
 		cfg.RecoverWindow = time.Hour
+	}
+	if cfg.KeepDone <= 0 {
+		cfg.KeepDone = 24 * time.Hour
 	}
 	if cfg.PollEvery <= 0 {
 		// About two thirds of the budget at most for polls while no create

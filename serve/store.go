@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// store holds the runs by id and by build number. A run is never removed
-// while the service lives: a client may come back for its result; the
-// memory per finished run is its result and events (a few KiB).
+// store holds the runs by id and by build number. A done run stays for
+// Config.KeepDone (a client may come back for its result; the memory per
+// run is its result and events, a few KiB), then prune drops it.
 type store struct {
 	mu      sync.Mutex
 	byID    map[string]*Run
@@ -86,4 +86,25 @@ func (s *store) counts() (total, open int) {
 		}
 	}
 	return total, open
+}
+
+// prune drops runs done before cutoff; it returns how many.
+func (s *store) prune(cutoff time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, r := range s.byID {
+		r.mu.Lock()
+		old := r.done && r.doneAt.Before(cutoff)
+		build := r.build
+		r.mu.Unlock()
+		if old {
+			delete(s.byID, id)
+			if s.byBuild[build] == r {
+				delete(s.byBuild, build)
+			}
+			n++
+		}
+	}
+	return n
 }

@@ -12,6 +12,7 @@ type poller struct {
 	cursor time.Time // finished_from of the next poll, Buildkite's clock
 	polls  int
 	last   time.Time
+	pruned time.Time
 }
 
 // cursorOverlap re-reads builds that finished just before the cursor: the
@@ -47,6 +48,12 @@ func (s *Service) watch(ctx context.Context) {
 		}
 		s.pollOnce(ctx)
 		s.checkDeadlines()
+		if now := s.cfg.Now(); now.Sub(s.poller.pruned) > time.Minute {
+			s.poller.pruned = now
+			if n := s.runs.prune(now.Add(-s.cfg.KeepDone)); n > 0 {
+				s.logf("forgot %d runs done more than %s ago", n, s.cfg.KeepDone)
+			}
+		}
 		if !t.Stop() {
 			select {
 			case <-t.C:

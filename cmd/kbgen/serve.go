@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
@@ -23,6 +24,7 @@ type ServeCmd struct {
 	Name          string        `default:"kbgen" help:"Tags this service's builds (meta-data kbgen_service=NAME); a restarted service resumes the builds of its name."`
 	PollInterval  time.Duration `name:"poll-interval" help:"Interval of the one watcher (default: derived from --api-budget; 5s when a webhook secret or token is set)."`
 	RecoverWindow time.Duration `name:"recover-window" default:"1h" help:"On start, finished builds this recent are found again (running ones at any age)."`
+	KeepDone      time.Duration `name:"keep-done" default:"24h" help:"How long a finished run's result stays available to GET /v1/runs/ID."`
 	Vendors       string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 
 	BuildkiteFlags `embed:""`
@@ -52,7 +54,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 		return err
 	}
 	svc, err := serve.New(serve.Config{
-		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow,
+		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
 		Registry: reg, Log: g.Stderr,
 	})
@@ -110,7 +112,11 @@ func listenAddr(s string) (network, addr string, err error) {
 func listen(network, addr string) (net.Listener, error) {
 	if network == "unix" {
 		_ = os.Remove(addr) // a socket left by a killed service
+		// Created 0600 from the start (no moment where another user could
+		// connect); the chmod below only makes it explicit.
+		old := syscall.Umask(0o177)
 		ln, err := net.Listen("unix", addr)
+		syscall.Umask(old)
 		if err != nil {
 			return nil, err
 		}
