@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
@@ -80,7 +81,20 @@ func build() (string, error) {
 	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
 		return "", err
 	}
+	pruneOld(filepath.Dir(dir))
 	return bin, os.Rename(tmp.Name(), bin)
+}
+
+// pruneOld removes builds of other sources not made in the last day: each
+// edit leaves one behind, and other checkouts on this machine may still be
+// using a recent one.
+func pruneOld(cache string) {
+	ents, _ := os.ReadDir(cache)
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && e.IsDir() && time.Since(info.ModTime()) > 24*time.Hour {
+			_ = os.RemoveAll(filepath.Join(cache, e.Name()))
+		}
+	}
 }
 
 // moduleRoot is the directory holding go.mod, from the test's working
