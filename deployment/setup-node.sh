@@ -19,7 +19,7 @@
 #   BUILDKITE_AGENT_TOKEN  agent token (required the first time; kept root-only, never printed)
 #   VERIFICATION_KEY       public JWKS file: agents refuse unsigned or altered steps
 #   KBGEN_BINARY           a prebuilt static kbgen to install instead of `go build`
-#   RESERVE_CORES          cores per NUMA node kept for the host (kbgen default: 2)
+#   RESERVE_CORES          housekeeping cores per NUMA node (kbgen default: 1)
 #   RESERVE_MEMORY         memory per NUMA node kept for the host (kbgen default: 16g)
 #   ROOT                   install into this staging directory instead of / (no
 #                          users, packages or services are touched)

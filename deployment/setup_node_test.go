@@ -263,7 +263,7 @@ func TestSetupNodeStagingIdempotent(t *testing.T) {
 		"created      -rwxr-xr-x /etc/buildkite-agent/kbgen/gpu1/hooks/environment",
 		"2 agents for queue nvidia-l40s", "== staged under "+root+"; nothing started")
 	hook, err := os.ReadFile(filepath.Join(root, "etc/buildkite-agent/kbgen/gpu1/hooks/environment"))
-	if err != nil || !strings.Contains(string(hook), "export KERNELBOT_CPUSET=5-7,13-15") {
+	if err != nil || !strings.Contains(string(hook), "export KERNELBOT_CPUSET=4-6,12-14\nexport KERNELBOT_MEMS=0\nexport KERNELBOT_MEMORY=126g\nexport KERNELBOT_CGROUP_PARENT=kbgen-jobs.slice\n") {
 		t.Errorf("hook: %v\n%s", err, hook)
 	}
 	tok := filepath.Join(root, "etc/buildkite-agent/kbgen/token.env")

@@ -83,5 +83,17 @@ func PlanMachine(ctx context.Context, m Machine, opts PlanOptions) (*Plan, error
 	if err != nil {
 		return nil, err
 	}
+	if opts.CgroupVersion == 0 {
+		opts.CgroupVersion = CgroupVersion(m.Sys)
+	}
 	return MakePlan(topo, rt, gpus, func(g GPU) (int, bool, error) { return PCINUMANode(m.Sys, g.PCIBus) }, opts)
+}
+
+// CgroupVersion is 2 when sys (a view of /sys) has the unified
+// hierarchy's cgroup.controllers at fs/cgroup, else 1.
+func CgroupVersion(sys fs.FS) int {
+	if _, err := fs.Stat(sys, "fs/cgroup/cgroup.controllers"); err == nil {
+		return 2
+	}
+	return 1
 }

@@ -82,6 +82,7 @@ func (d *Doctor) Run(ctx context.Context) []Check {
 	for _, a := range plan.Agents {
 		out = append(out, d.checkUnit(ctx, a.GPU.Index))
 	}
+	out = append(out, d.checkHousekeeping(plan))
 	for i := range plan.Agents {
 		out = append(out, d.checkIsolation(ctx, plan, &plan.Agents[i], dockerOK))
 	}
@@ -248,7 +249,7 @@ func (d *Doctor) checkIsolation(ctx context.Context, p *Plan, a *Agent, dockerOK
 	if !dockerOK {
 		return fail(name, "not checked: docker is not reachable")
 	}
-	env := a.Env(p.Runtime)
+	env := a.Env(p.Runtime, p.CgroupVersion)
 	pl, err := sandbox.PlacementFromEnv(func(k string) (string, bool) {
 		for _, e := range env {
 			if e.Name == k {

@@ -72,6 +72,16 @@ func installedRoot(t *testing.T, box, queue string) fstest.MapFS {
 	for _, f := range renderFixture(t, box, queue, false) {
 		root[strings.TrimPrefix(f.Path, "/")] = &fstest.MapFile{Data: f.Data, Mode: f.Mode}
 	}
+	// The host's services, confined to the housekeeping CPUs as the
+	// installed drop-ins make them.
+	host := planFixture(t, box, defaultOpts).HostCPUs
+	for pid, comm := range map[string]string{"1": "systemd", "812": "dockerd", "640": "containerd", "2001": "buildkite-agent"} {
+		root["proc/"+pid+"/comm"] = &fstest.MapFile{Data: []byte(comm + "\n")}
+		root["proc/"+pid+"/status"] = &fstest.MapFile{Data: []byte("Name:\t" + comm + "\nCpus_allowed_list:\t" + host + "\n")}
+	}
+	// A step's process inside its container is not a host service.
+	root["proc/3000/comm"] = &fstest.MapFile{Data: []byte("python3\n")}
+	root["proc/3000/status"] = &fstest.MapFile{Data: []byte("Cpus_allowed_list:\t1-13,113-125\n")}
 	return root
 }
 
@@ -117,9 +127,10 @@ func TestDoctorHealthyNVIDIA(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("healthy node failed checks:\n%s", strings.Join(failed, "\n"))
 	}
-	// installed, driver, docker, toolkit, cgroup, 8 units, 8 isolation probes.
-	if n != 5+8+8 {
-		t.Errorf("%d checks, want 21", n)
+	// installed, driver, docker, toolkit, cgroup, 8 units, housekeeping,
+	// 8 isolation probes.
+	if n != 5+8+1+8 {
+		t.Errorf("%d checks, want 22", n)
 	}
 	// The probe runs exactly the sandbox's argv: --gpus by UUID and the
 	// agent's cpuset, no network.
@@ -129,7 +140,7 @@ func TestDoctorHealthyNVIDIA(t *testing.T) {
 			run = c
 		}
 	}
-	for _, want := range []string{"--gpus device=GPU-5a1c5555-4c1e-2f6a-9d0b-e3f1a2b40005", "--cpuset-cpus 71-83,183-195", "--cpuset-mems 1", "--network none", "--memory 247g", "--memory-swap 247g"} {
+	for _, want := range []string{"--gpus device=GPU-5a1c5555-4c1e-2f6a-9d0b-e3f1a2b40005", "--cpuset-cpus 70-82,182-194", "--cpuset-mems 1", "--network none", "--memory 247g", "--memory-swap 247g"} {
 		if !strings.Contains(run, want) {
 			t.Errorf("probe for gpu5 lacks %q: %s", want, run)
 		}
@@ -147,6 +158,14 @@ func TestDoctorFailures(t *testing.T) {
 		{"agent down", func(f *fakeNode, root fstest.MapFS) {
 			f.outputs["systemctl is-active buildkite-agent-gpu@3.service"] = "failed\n"
 		}, []string{"buildkite-agent-gpu@3.service: failed"}},
+		{"dockerd not confined", func(f *fakeNode, root fstest.MapFS) {
+			root["proc/812/status"] = &fstest.MapFile{Data: []byte("Name:\tdockerd\nCpus_allowed_list:\t0-223\n")}
+		}, []string{"housekeeping CPUs: 1 of 4 host processes may run on the agents' CPUs (dockerd[812] on 0-223)"}},
+		{"no services visible", func(f *fakeNode, root fstest.MapFS) {
+			for _, pid := range []string{"1", "812", "640", "2001"} {
+				delete(root, "proc/"+pid+"/comm")
+			}
+		}, []string{"housekeeping CPUs: no host service"}},
 		{"cgroup v1", func(f *fakeNode, root fstest.MapFS) {
 			delete(root, "sys/fs/cgroup/cgroup.controllers")
 		}, []string{"cgroup v2: /sys/fs/cgroup is not cgroup v2"}},
@@ -212,7 +231,7 @@ func TestDoctorAMD(t *testing.T) {
 	d := newDoctor(root, f)
 	d.SandboxHost.SysfsRoot = "testdata/mi300xx8/sys"
 	failed, n := summarize(d.Run(context.Background()))
-	if len(failed) > 0 || n != 21 {
+	if len(failed) > 0 || n != 22 {
 		t.Errorf("%d checks, failures:\n%s", n, strings.Join(failed, "\n"))
 	}
 	delete(root, "dev/dri/renderD133")

@@ -15,7 +15,7 @@ type EnvVar struct {
 // variables `kbgen sandbox` enforces, then the vendor visibility variables
 // for tools that run on the host. The visibility variables are a courtesy,
 // not isolation: the sandbox passes the device itself.
-func (a *Agent) Env(rt contract.Runtime) []EnvVar {
+func (a *Agent) Env(rt contract.Runtime, cgroupVersion int) []EnvVar {
 	env := []EnvVar{{contract.EnvGPUIndex, strconv.Itoa(a.GPU.Index)}}
 	switch rt {
 	case contract.RuntimeROCm:
@@ -28,6 +28,9 @@ func (a *Agent) Env(rt contract.Runtime) []EnvVar {
 		EnvVar{contract.EnvMems, a.Mems},
 		EnvVar{contract.EnvMemory, a.Memory},
 	)
+	if cgroupVersion == 2 {
+		env = append(env, EnvVar{contract.EnvCgroupParent, JobsSlice})
+	}
 	switch rt {
 	case contract.RuntimeROCm:
 		// ROCR takes the stable unique id when there is one; HIP indexes

@@ -30,7 +30,7 @@ func (p *Plan) WriteTable(w io.Writer) error {
 		queue = "(none; --queue sets it)"
 	}
 	fmt.Fprintf(w, "\nruntime %s, queue %s, %d agents\n", p.Runtime, queue, len(p.Agents))
-	fmt.Fprintf(w, "host keeps %d cores and %d GiB per NUMA node with GPUs: CPUs %s\n", p.ReserveCores, p.ReserveMemory/GiB, p.HostCPUs)
+	fmt.Fprintf(w, "housekeeping: %d %s and %d GiB per NUMA node with GPUs; host CPUs %s (cgroup v%d)\n", p.ReserveCores, plural(p.ReserveCores, "core", "cores"), p.ReserveMemory/GiB, p.HostCPUs, p.CgroupVersion)
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
@@ -45,4 +45,11 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", data)
 	return err
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

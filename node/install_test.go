@@ -115,7 +115,7 @@ func TestRenderContents(t *testing.T) {
 	for _, want := range []string{
 		"export KERNELBOT_GPU_INDEX=3\n",
 		"export KERNELBOT_GPU_UUID=GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003\n",
-		"export KERNELBOT_CPUSET=41-53,153-165\n",
+		"export KERNELBOT_CPUSET=40-52,152-164\n",
 		"export KERNELBOT_MEMS=0\n",
 		"export KERNELBOT_MEMORY=247g\n",
 		"export NVIDIA_VISIBLE_DEVICES=GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003\n",

@@ -16,7 +16,10 @@ const GiB = 1 << 30
 // Defaults for what each NUMA node keeps for the host (dockerd, the agents
 // themselves, sshd, IRQs).
 const (
-	DefaultReserveCores  = 2
+	// DefaultReserveCores is the housekeeping share: one whole core (its
+	// SMT siblings together) per NUMA node, where the OS services,
+	// dockerd, containerd, the agents and kbgen itself are confined.
+	DefaultReserveCores  = 1
 	DefaultReserveMemory = 16 * GiB
 )
 
@@ -30,6 +33,9 @@ type PlanOptions struct {
 	ReserveCores int
 	// ReserveMemory is how many bytes of each NUMA node stay with the host.
 	ReserveMemory int64
+	// CgroupVersion is the node's cgroup hierarchy (1 or 2): it decides how
+	// the host is confined to its housekeeping CPUs.
+	CgroupVersion int
 }
 
 // Plan is one agent per GPU with its placement.
@@ -42,9 +48,13 @@ type Plan struct {
 	// HostCPUs are the CPUs no agent owns: the reserved cores, what did
 	// not divide evenly, and NUMA nodes without GPUs. The agents' own
 	// processes (not their containers) run there, via the systemd slice.
-	HostCPUs string   `json:"host_cpus"`
-	Agents   []Agent  `json:"agents"`
-	Notes    []string `json:"notes,omitempty"`
+	HostCPUs string `json:"host_cpus"`
+	// CgroupVersion is 2 on a unified hierarchy, 1 otherwise: on v2 the
+	// host's slices get AllowedCPUs=HostCPUs and step containers go to
+	// JobsSlice; on v1 the service manager's CPUAffinity= does it.
+	CgroupVersion int      `json:"cgroup_version"`
+	Agents        []Agent  `json:"agents"`
+	Notes         []string `json:"notes,omitempty"`
 }
 
 // Agent is one Buildkite agent and the one GPU, CPUs and memory it owns.
@@ -82,7 +92,10 @@ func MakePlan(topo *Topology, rt contract.Runtime, gpus []GPU, numaOf func(GPU) 
 	if opts.ReserveMemory < 0 {
 		return nil, fmt.Errorf("reserve memory %d: must not be negative", opts.ReserveMemory)
 	}
-	p := &Plan{Queue: opts.Queue, Runtime: rt, ReserveCores: opts.ReserveCores, ReserveMemory: opts.ReserveMemory}
+	p := &Plan{Queue: opts.Queue, Runtime: rt, ReserveCores: opts.ReserveCores, ReserveMemory: opts.ReserveMemory, CgroupVersion: opts.CgroupVersion}
+	if p.CgroupVersion != 2 {
+		p.CgroupVersion = 1
+	}
 	byNode := map[int][]GPU{}
 	for _, g := range gpus {
 		n, ok, err := numaOf(g)
@@ -161,6 +174,21 @@ func placeOnNode(node *NUMANode, gpus []GPU, opts PlanOptions) ([]Agent, CPUList
 		})
 	}
 	return agents, host, nil
+}
+
+// JobCPUs are the CPUs the agents own, all together: where step
+// containers may run.
+func (p *Plan) JobCPUs() string {
+	var all CPUList
+	for _, a := range p.Agents {
+		l, err := ParseCPUList(a.CPUSet)
+		if err != nil {
+			continue
+		}
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	return slices.Compact(all).String()
 }
 
 // Agent returns the agent owning GPU index, or nil.

@@ -49,43 +49,44 @@ func TestPlanFixtures(t *testing.T) {
 	}{
 		{
 			box: "h100x8", runtime: contract.RuntimeNVIDIA,
-			// 56 cores per node, 2 for the host, 54/4 = 13 cores each, 2 left over;
+			// 56 cores per node, 1 for housekeeping, 55/4 = 13 cores each, 3 left
+			// over (the host's too);
 			// (1007.5 GiB - 16 GiB) / 4 = 247.9 GiB, rounded down.
 			agents: []row{
-				{"gpu0", "GPU-5a1c0000-4c1e-2f6a-9d0b-e3f1a2b40000", "2-14,114-126", "0", "247g", 26},
-				{"gpu1", "GPU-5a1c1111-4c1e-2f6a-9d0b-e3f1a2b40001", "15-27,127-139", "0", "247g", 26},
-				{"gpu2", "GPU-5a1c2222-4c1e-2f6a-9d0b-e3f1a2b40002", "28-40,140-152", "0", "247g", 26},
-				{"gpu3", "GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003", "41-53,153-165", "0", "247g", 26},
-				{"gpu4", "GPU-5a1c4444-4c1e-2f6a-9d0b-e3f1a2b40004", "58-70,170-182", "1", "247g", 26},
-				{"gpu5", "GPU-5a1c5555-4c1e-2f6a-9d0b-e3f1a2b40005", "71-83,183-195", "1", "247g", 26},
-				{"gpu6", "GPU-5a1c6666-4c1e-2f6a-9d0b-e3f1a2b40006", "84-96,196-208", "1", "247g", 26},
-				{"gpu7", "GPU-5a1c7777-4c1e-2f6a-9d0b-e3f1a2b40007", "97-109,209-221", "1", "247g", 26},
+				{"gpu0", "GPU-5a1c0000-4c1e-2f6a-9d0b-e3f1a2b40000", "1-13,113-125", "0", "247g", 26},
+				{"gpu1", "GPU-5a1c1111-4c1e-2f6a-9d0b-e3f1a2b40001", "14-26,126-138", "0", "247g", 26},
+				{"gpu2", "GPU-5a1c2222-4c1e-2f6a-9d0b-e3f1a2b40002", "27-39,139-151", "0", "247g", 26},
+				{"gpu3", "GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003", "40-52,152-164", "0", "247g", 26},
+				{"gpu4", "GPU-5a1c4444-4c1e-2f6a-9d0b-e3f1a2b40004", "57-69,169-181", "1", "247g", 26},
+				{"gpu5", "GPU-5a1c5555-4c1e-2f6a-9d0b-e3f1a2b40005", "70-82,182-194", "1", "247g", 26},
+				{"gpu6", "GPU-5a1c6666-4c1e-2f6a-9d0b-e3f1a2b40006", "83-95,195-207", "1", "247g", 26},
+				{"gpu7", "GPU-5a1c7777-4c1e-2f6a-9d0b-e3f1a2b40007", "96-108,208-220", "1", "247g", 26},
 			},
-			host: "0-1,54-57,110-113,166-169,222-223",
+			host: "0,53-56,109-112,165-168,221-223",
 		},
 		{
 			box: "l40sx2", runtime: contract.RuntimeNVIDIA,
-			// 8 cores, 2 for the host, 3 each; 269 GiB - 16 GiB = 253 / 2.
+			// 8 cores, 1 for housekeeping, 3 each, 1 left over; 269 GiB - 16 GiB = 253 / 2.
 			agents: []row{
-				{"gpu0", "GPU-9c3e0000-77aa-1c2d-8e9f-0b1d2c3e0000", "2-4,10-12", "0", "126g", 6},
-				{"gpu1", "GPU-9c3e2222-77aa-1c2d-8e9f-0b1d2c3e0001", "5-7,13-15", "0", "126g", 6},
+				{"gpu0", "GPU-9c3e0000-77aa-1c2d-8e9f-0b1d2c3e0000", "1-3,9-11", "0", "126g", 6},
+				{"gpu1", "GPU-9c3e2222-77aa-1c2d-8e9f-0b1d2c3e0001", "4-6,12-14", "0", "126g", 6},
 			},
-			host:  "0-1,8-9",
+			host:  "0,7-8,15",
 			notes: 2,
 		},
 		{
 			box: "mi300xx8", runtime: contract.RuntimeROCm,
 			agents: []row{
-				{"gpu0", "/dev/dri/renderD128", "2-24,194-216", "0", "373g", 46},
-				{"gpu1", "/dev/dri/renderD129", "25-47,217-239", "0", "373g", 46},
-				{"gpu2", "/dev/dri/renderD130", "48-70,240-262", "0", "373g", 46},
-				{"gpu3", "/dev/dri/renderD131", "71-93,263-285", "0", "373g", 46},
-				{"gpu4", "/dev/dri/renderD132", "98-120,290-312", "1", "373g", 46},
-				{"gpu5", "/dev/dri/renderD133", "121-143,313-335", "1", "373g", 46},
-				{"gpu6", "/dev/dri/renderD134", "144-166,336-358", "1", "373g", 46},
-				{"gpu7", "/dev/dri/renderD135", "167-189,359-381", "1", "373g", 46},
+				{"gpu0", "/dev/dri/renderD128", "1-23,193-215", "0", "373g", 46},
+				{"gpu1", "/dev/dri/renderD129", "24-46,216-238", "0", "373g", 46},
+				{"gpu2", "/dev/dri/renderD130", "47-69,239-261", "0", "373g", 46},
+				{"gpu3", "/dev/dri/renderD131", "70-92,262-284", "0", "373g", 46},
+				{"gpu4", "/dev/dri/renderD132", "97-119,289-311", "1", "373g", 46},
+				{"gpu5", "/dev/dri/renderD133", "120-142,312-334", "1", "373g", 46},
+				{"gpu6", "/dev/dri/renderD134", "143-165,335-357", "1", "373g", 46},
+				{"gpu7", "/dev/dri/renderD135", "166-188,358-380", "1", "373g", 46},
 			},
-			host: "0-1,94-97,190-193,286-289,382-383",
+			host: "0,93-96,189-192,285-288,381-383",
 		},
 	}
 	for _, tt := range tests {

@@ -22,8 +22,16 @@ const (
 	SystemdDir = "/etc/systemd/system"
 	UnitName   = "buildkite-agent-gpu@.service"
 	SliceName  = "kbgen-agents.slice"
-	TokenFile  = ConfigDir + "/token.env"
-	JWKSFile   = ConfigDir + "/verification.jwks"
+	// JobsSlice holds the step containers on a cgroup v2 node
+	// (contract.EnvCgroupParent).
+	JobsSlice = "kbgen-jobs.slice"
+	// HousekeepingDropIn is the drop-in that confines the host to its
+	// housekeeping CPUs: in system.slice.d and user.slice.d on cgroup v2,
+	// in system.conf.d (the service manager's CPUAffinity=) on v1.
+	HousekeepingDropIn = "50-kbgen-housekeeping.conf"
+	SystemConfDir      = "/etc/systemd/system.conf.d"
+	TokenFile          = ConfigDir + "/token.env"
+	JWKSFile           = ConfigDir + "/verification.jwks"
 	// PluginDir is the host's pinned copy of the gpu-docker plugin.
 	PluginDir   = "/usr/local/share/kbgen/plugins/gpu-docker"
 	PlanFile    = ConfigDir + "/plan.json"
@@ -88,6 +96,9 @@ type tmplData struct {
 	Slice              string
 	KbgenDir           string
 	PluginDir          string
+	JobsSlice          string
+	JobCPUs            string
+	HostCPUsSpaced     string
 }
 
 // Render turns a plan into the files of a node install: the systemd template
@@ -127,6 +138,9 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		KbgenDir:           path.Dir(opts.KbgenPath),
 		Slice:              SliceName,
 		PluginDir:          PluginDir,
+		JobsSlice:          JobsSlice,
+		JobCPUs:            p.JobCPUs(),
+		HostCPUsSpaced:     strings.ReplaceAll(p.HostCPUs, ",", " "),
 	}
 	if opts.VerificationJWKS != nil {
 		d.VerificationJWKS = JWKSFile
@@ -144,6 +158,9 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		return nil, err
 	}
 	if err := add(path.Join(SystemdDir, SliceName), "kbgen-agents.slice.tmpl", 0o644, d); err != nil {
+		return nil, err
+	}
+	if err := addHousekeeping(p, add, d); err != nil {
 		return nil, err
 	}
 	var plan bytes.Buffer
@@ -169,7 +186,7 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		a := &p.Agents[i]
 		ad := d
 		ad.Agent = a
-		ad.Env = a.Env(p.Runtime)
+		ad.Env = a.Env(p.Runtime, p.CgroupVersion)
 		dir := path.Join(ConfigDir, a.ID)
 		if err := add(path.Join(dir, "buildkite-agent.cfg"), "buildkite-agent.cfg.tmpl", 0o644, ad); err != nil {
 			return nil, err
@@ -185,6 +202,22 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		files = append(files, File{Path: path.Join(dir, "agent.env"), Mode: 0o644, Data: envFile(a, ad.Env)})
 	}
 	return files, nil
+}
+
+// addHousekeeping renders the files that confine the host to its
+// housekeeping CPUs (Plan.HostCPUs): AllowedCPUs= drop-ins for
+// system.slice and user.slice plus the jobs slice on cgroup v2, the
+// service manager's CPUAffinity= on v1.
+func addHousekeeping(p *Plan, add func(name, tmpl string, mode fs.FileMode, data any) error, d tmplData) error {
+	if p.CgroupVersion != 2 {
+		return add(path.Join(SystemConfDir, HousekeepingDropIn), "housekeeping-manager.conf.tmpl", 0o644, d)
+	}
+	for _, slice := range []string{"system.slice", "user.slice"} {
+		if err := add(path.Join(SystemdDir, slice+".d", HousekeepingDropIn), "housekeeping-slice.conf.tmpl", 0o644, d); err != nil {
+			return err
+		}
+	}
+	return add(path.Join(SystemdDir, JobsSlice), "kbgen-jobs.slice.tmpl", 0o644, d)
 }
 
 // pluginFiles copies the plugin's regular files under PluginDir: hooks

@@ -19,10 +19,16 @@ type Placement struct {
 	Memory     int64 // bytes
 	PidsMax    int   // 0: no agent cap
 	ShmMax     int64 // bytes; 0: the agent's memory
+	// CgroupParent is docker's --cgroup-parent ("" : docker's default).
+	CgroupParent string
 }
 
 // nvidiaUUID is what `nvidia-smi -L` prints for a GPU or a MIG instance.
 var nvidiaUUID = regexp.MustCompile(`^(GPU|MIG)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// cgroupParent is a systemd slice name or a cgroupfs path: nothing a
+// shell or docker's flag parser could read as something else.
+var cgroupParent = regexp.MustCompile(`^/?[A-Za-z0-9_.:][A-Za-z0-9_.:-]*(/[A-Za-z0-9_.:-]+)*$`)
 
 // renderNode is the only device path accepted for an AMD GPU.
 var renderNode = regexp.MustCompile(`^/dev/dri/renderD[0-9]+$`)
@@ -65,6 +71,12 @@ func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
 		if p.ShmMax, err = ParseSize(v); err != nil {
 			return p, refusef("%s: %v", contract.EnvShmMax, err)
 		}
+	}
+	if v := get(contract.EnvCgroupParent); v != "" {
+		if !cgroupParent.MatchString(v) || strings.Contains(v, "..") {
+			return p, refusef("%s: %q is not a slice name or cgroup path", contract.EnvCgroupParent, v)
+		}
+		p.CgroupParent = v
 	}
 	if p.GPUIndex != "" {
 		if n, err := strconv.Atoi(p.GPUIndex); err != nil || n < 0 {

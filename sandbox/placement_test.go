@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,6 +48,9 @@ func TestPlacementFromEnvRefuses(t *testing.T) {
 		{"bad pids", map[string]string{contract.EnvPidsMax: "-5"}, "", "KERNELBOT_PIDS_MAX"},
 		{"bad shm", map[string]string{contract.EnvShmMax: "big"}, "", "KERNELBOT_SHM_MAX"},
 		{"bad index", map[string]string{contract.EnvGPUIndex: "one"}, "", "KERNELBOT_GPU_INDEX"},
+		{"cgroup parent with a space", map[string]string{contract.EnvCgroupParent: "a b"}, "", "KERNELBOT_CGROUP_PARENT"},
+		{"cgroup parent climbing out", map[string]string{contract.EnvCgroupParent: "/x/../../y"}, "", "KERNELBOT_CGROUP_PARENT"},
+		{"cgroup parent that is a flag", map[string]string{contract.EnvCgroupParent: "--privileged"}, "", "KERNELBOT_CGROUP_PARENT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,5 +64,27 @@ func TestPlacementFromEnvRefuses(t *testing.T) {
 				t.Errorf("err = %v, want a refusal mentioning %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestCgroupParent: a node that confines its slices to housekeeping CPUs
+// exports the jobs slice, and the container is created under it.
+func TestCgroupParent(t *testing.T) {
+	env := nvidiaPlacementEnv()
+	env[contract.EnvCgroupParent] = "kbgen-jobs.slice"
+	p, err := PlacementFromEnv(lookup(env))
+	if err != nil || p.CgroupParent != "kbgen-jobs.slice" {
+		t.Fatalf("PlacementFromEnv = %+v, %v", p, err)
+	}
+	s, err := Plan(testConfig("nvidia"), p, fakeHost(t, nil), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := flagValues(s, "--cgroup-parent"); !slices.Equal(got, []string{"kbgen-jobs.slice"}) {
+		t.Errorf("--cgroup-parent = %q", got)
+	}
+	delete(env, contract.EnvCgroupParent)
+	if s, _ := Plan(testConfig("nvidia"), mustPlacement(t, env), fakeHost(t, nil), testOptions()); flagValues(s, "--cgroup-parent") != nil {
+		t.Errorf("--cgroup-parent without a placement: %q", flagValues(s, "--cgroup-parent"))
 	}
 }

@@ -207,6 +207,11 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 			return nil, refusef("cpus: %v", err)
 		}
 	}
+	if pl.CgroupParent != "" {
+		// On a cgroup v2 node the host's slices are confined to the
+		// housekeeping CPUs; the container must not inherit that.
+		add("--cgroup-parent", pl.CgroupParent)
+	}
 	add("--cpuset-cpus", cpus.String())
 	add("--cpuset-mems", pl.Mems.String())
 

@@ -26,7 +26,7 @@ type machineFlags struct {
 	Sysfs         string `default:"/sys" placeholder:"DIR" help:"The /sys tree to read NUMA nodes, cores, PCI devices and the KFD topology from. Example: --sysfs node/testdata/h100x8/sys"`
 	NvidiaSMI     string `name:"nvidia-smi" placeholder:"FILE" help:"Output of 'nvidia-smi --query-gpu=index,uuid,pci.bus_id,name --format=csv,noheader' to use instead of running nvidia-smi. Example: --nvidia-smi smi.csv"`
 	RocmSMI       string `name:"rocm-smi" placeholder:"FILE" help:"Output of 'rocm-smi --showbus --showproductname --showuniqueid --json' for AMD model names and unique ids (AMD GPUs are found in sysfs either way). Example: --rocm-smi smi.json"`
-	ReserveCores  int    `default:"2" placeholder:"N" help:"Whole cores of each NUMA node kept for the host (the node's first cores). Example: --reserve-cores 4"`
+	ReserveCores  int    `default:"1" placeholder:"N" help:"Whole cores (SMT siblings together) of each NUMA node kept as housekeeping CPUs: the node's first cores, where the OS services, dockerd, containerd, the agents and kbgen are confined (with the cores left over after an even split). Example: --reserve-cores 2"`
 	ReserveMemory string `default:"16g" placeholder:"SIZE" help:"Memory of each NUMA node kept for the host, docker syntax. Example: --reserve-memory 32g"`
 }
 
@@ -113,7 +113,12 @@ func (c *NodeInstallCmd) Help() string {
   /etc/buildkite-agent/kbgen/gpuN/hooks/environment     exports the placement kbgen sandbox enforces
   /etc/buildkite-agent/kbgen/gpuN/agent.env             the same placement, for systemd and doctor
 and once: /etc/systemd/system/buildkite-agent-gpu@.service, kbgen-agents.slice,
-/etc/buildkite-agent/kbgen/plan.json, token.env (0600), verification.jwks.
+/etc/buildkite-agent/kbgen/plan.json, token.env (0600), verification.jwks,
+and the housekeeping drop-ins that confine the OS services, dockerd,
+containerd, the agents and kbgen to the CPUs no agent owns: on cgroup v2
+AllowedCPUs= in system.slice.d/ and user.slice.d/ plus kbgen-jobs.slice for
+the step containers (KERNELBOT_CGROUP_PARENT); on cgroup v1 CPUAffinity= in
+/etc/systemd/system.conf.d/ (takes effect after systemctl daemon-reexec).
 Files already right are left alone, so running it twice changes nothing.
 It does not start anything: setup-node.sh (or you) runs
   systemctl daemon-reload && systemctl enable --now buildkite-agent-gpu@{0..7}
@@ -164,6 +169,8 @@ func (c *NodeInstallCmd) Run(g *Globals) error {
 	}
 	fmt.Fprintf(g.Stdout, "%d agents for queue %s; start them with: systemctl daemon-reload && systemctl enable --now %s\n",
 		len(p.Agents), c.Queue, instanceList(p))
+	fmt.Fprintf(g.Stdout, "housekeeping CPUs %s (cgroup v%d): %s, then restart docker, containerd and the agents; kbgen doctor checks it\n",
+		p.HostCPUs, p.CgroupVersion, map[bool]string{true: "systemctl daemon-reload", false: "systemctl daemon-reexec"}[p.CgroupVersion == 2])
 	return nil
 }
 
@@ -202,7 +209,7 @@ func (c *NodeEnvCmd) Run(g *Globals) error {
 	if a == nil {
 		return withCode(exitcode.Usage, fmt.Errorf("no agent for GPU %d: this node has %d GPUs", c.GPUIndex, len(p.Agents)))
 	}
-	for _, e := range a.Env(p.Runtime) {
+	for _, e := range a.Env(p.Runtime, p.CgroupVersion) {
 		fmt.Fprintf(g.Stdout, "export %s=%s\n", e.Name, shellquote.Quote(e.Value))
 	}
 	return nil

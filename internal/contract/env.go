@@ -55,6 +55,12 @@ const (
 	// EnvShmMax optionally caps the step's shm-size (docker syntax); when
 	// unset the cap is the agent's memory (shm is charged to it anyway).
 	EnvShmMax = "KERNELBOT_SHM_MAX"
+	// EnvCgroupParent optionally names the cgroup the step's container is
+	// created under (docker --cgroup-parent). On a cgroup v2 node the
+	// housekeeping drop-ins confine system.slice to the housekeeping CPUs,
+	// so containers must live elsewhere: `kbgen node install` writes
+	// kbgen-jobs.slice and exports its name here.
+	EnvCgroupParent = "KERNELBOT_CGROUP_PARENT"
 )
 
 // kbgen's own settings: the default of a flag, or a switch between two of

@@ -1,0 +1,80 @@
+package node
+
+import (
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// housekeepingServices are the host processes that must run on the
+// housekeeping CPUs (Plan.HostCPUs) only, by their /proc comm.
+var housekeepingServices = []string{"systemd", "dockerd", "containerd", "buildkite-agent", "sshd"}
+
+// checkHousekeeping reads /proc under the doctor's root: every host
+// service process (systemd, dockerd, containerd, the agents, sshd) must be
+// allowed on the housekeeping CPUs only, which the drop-ins `kbgen node
+// install` writes ensure once systemd has re-read them.
+func (d *Doctor) checkHousekeeping(p *Plan) Check {
+	const name = "housekeeping CPUs"
+	host, err := ParseCPUList(p.HostCPUs)
+	if err != nil || len(host) == 0 {
+		return fail(name, "the plan has no housekeeping CPUs (host_cpus %q)", p.HostCPUs)
+	}
+	entries, err := fs.ReadDir(d.Root, "proc")
+	if err != nil {
+		return fail(name, "cannot list /proc: %v", err)
+	}
+	var seen int
+	var offenders []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		comm, err := fs.ReadFile(d.Root, "proc/"+e.Name()+"/comm")
+		if err != nil || !slices.Contains(housekeepingServices, strings.TrimSpace(string(comm))) {
+			continue
+		}
+		allowed, err := procAllowedCPUs(d.Root, e.Name())
+		if err != nil {
+			continue
+		}
+		seen++
+		if slices.ContainsFunc(allowed, func(c int) bool { return !slices.Contains(host, c) }) {
+			offenders = append(offenders, fmt.Sprintf("%s[%s] on %s", strings.TrimSpace(string(comm)), e.Name(), allowed))
+		}
+	}
+	switch {
+	case seen == 0:
+		return fail(name, "no host service (%s) visible in /proc", strings.Join(housekeepingServices, ", "))
+	case len(offenders) > 0:
+		how := "systemctl daemon-reload, then restart docker, containerd and the agents"
+		if p.CgroupVersion != 2 {
+			how = "systemctl daemon-reexec, then restart docker, containerd and the agents"
+		}
+		return fail(name, "%d of %d host processes may run on the agents' CPUs (%s); want only %s: run kbgen node install, then %s",
+			len(offenders), seen, strings.Join(first(offenders, 5), ", "), p.HostCPUs, how)
+	}
+	return pass(name, "%d host processes (%s) confined to %s", seen, strings.Join(housekeepingServices, ", "), p.HostCPUs)
+}
+
+func procAllowedCPUs(root fs.FS, pid string) (CPUList, error) {
+	b, err := fs.ReadFile(root, "proc/"+pid+"/status")
+	if err != nil {
+		return nil, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return ParseCPUList(strings.TrimSpace(v))
+		}
+	}
+	return nil, fmt.Errorf("no Cpus_allowed_list for pid %s", pid)
+}
+
+func first(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+	}
+	return s
+}
