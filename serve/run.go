@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -21,6 +22,7 @@ type Run struct {
 	build      int
 	url        string
 	buildState string
+	jobState   string    // the eval job's, when a list answer carried jobs
 	created    time.Time // the build's created_at, Buildkite's clock
 	canceled   string    // why the run is being canceled, once asked
 	budgetSaid bool      // "waiting for API budget" told since the last event
@@ -78,6 +80,10 @@ func (r *Run) observeLocked(b *client.Build, now time.Time) {
 	if b.State != "" && b.State != r.buildState {
 		r.buildState = b.State
 		r.emitLocked(client.Event{Kind: "state", State: b.State}, now)
+	}
+	if j := b.EvalJob(); j != nil && j.State != r.jobState {
+		r.jobState = j.State
+		r.emitLocked(client.Event{Kind: "job", Step: contract.EvalStepKey, State: j.State}, now)
 	}
 }
 

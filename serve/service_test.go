@@ -297,3 +297,14 @@ func TestQueueAlias(t *testing.T) {
 		t.Fatalf("env %v meta %v", env["KERNELBOT_QUEUE"], meta)
 	}
 }
+
+// TestJobEvents: the progress request carries jobs, so the stream has the
+// eval job's state as submit --progress=json does.
+func TestJobEvents(t *testing.T) {
+	r := newRig(t, rigOpts{script: fakebuildkite.Script{BootStart: 50 * time.Millisecond, Uploaded: 100 * time.Millisecond, EvalStart: 150 * time.Millisecond, Finish: 2 * time.Second}})
+	r.submit("jobs")
+	_, body := r.do("GET", "/v1/runs/jobs/events", nil, testToken)
+	if !strings.Contains(string(body), `"event":"job","build":1,"run_id":"jobs","step":"eval","state":"running"`) {
+		t.Fatalf("no eval running event:\n%s", body)
+	}
+}

@@ -25,7 +25,8 @@ const cursorOverlap = 5 * time.Second
 const minKickGap = 200 * time.Millisecond
 
 // progressEvery: every this many polls, one more request lists the running
-// builds, for the scheduled → running progress event.
+// builds with their jobs (at most 100, the newest), for the scheduled →
+// running and eval job progress events.
 const progressEvery = 10
 
 // watch is the one watcher of every run: it polls while builds are in
@@ -132,7 +133,8 @@ func (s *Service) pollOnce(ctx context.Context) {
 		p.cursor = c
 	}
 	if p.polls%progressEvery == 1 && !oldest.IsZero() {
-		running, _, err := s.cfg.Client.FilterBuilds(pctx, client.ListFilter{States: []string{client.StateRunning}, MetaData: meta, CreatedFrom: oldest.Add(-time.Second), ExcludeJobs: true})
+		// With jobs: the eval job's state is the "job" progress event.
+		running, _, err := s.cfg.Client.FilterBuilds(pctx, client.ListFilter{States: []string{client.StateRunning}, MetaData: meta, CreatedFrom: oldest.Add(-time.Second)})
 		if err != nil {
 			s.logf("poll: %v", err)
 			return
