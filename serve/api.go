@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxRunBytes bounds a POST /v1/runs body: the payload limit plus room.
@@ -55,7 +56,7 @@ type Health struct {
 
 func (s *Service) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	total, open := s.runs.counts()
-	writeJSON(w, http.StatusOK, Health{OK: true, Runs: total, Open: open, Budget: s.cfg.Budget.Stats(), PollEvery: s.cfg.PollEvery.String()})
+	writeJSON(w, http.StatusOK, Health{OK: true, Runs: total, Open: open, Budget: s.cfg.Budget.Stats(), PollEvery: s.cfg.PollEvery.Round(time.Millisecond).String()})
 }
 
 func (s *Service) servePost(w http.ResponseWriter, r *http.Request) {

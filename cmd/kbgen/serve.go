@@ -74,7 +74,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if network == "unix" {
 		where = "unix:" + addr
 	}
-	fmt.Fprintf(g.Stderr, "kbgen serve: listening on %s (API budget %d/min, poll every %s)\n", where, c.APIBudget, svc.PollEvery())
+	fmt.Fprintf(g.Stderr, "kbgen serve: listening on %s (API budget %d/min, poll every %s)\n", where, c.APIBudget, svc.PollEvery().Round(time.Millisecond))
 	srv := &http.Server{Handler: svc.Handler(serverToken), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
