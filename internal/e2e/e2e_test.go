@@ -327,3 +327,30 @@ func TestImageMissingOnOneAgent(t *testing.T) {
 		t.Fatalf("want the eval to exit 75 on noimage and pass on node-gpu1-again")
 	}
 }
+
+// TestE2EOverhead prints where an eval and a bootstrap job spend their
+// time on the agent (docs/performance.md records it). It asserts only that
+// the phases were found; the numbers are for reading.
+func TestE2EOverhead(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	const builds = 3
+	for i := range builds {
+		h.run(h.cliEnv(), "submit", "--queue", vendorQueue, "--example", "vectoradd", "--mode", "test", "--run-id", fmt.Sprintf("overhead-%d", i), "--timeout", "3m", "--quiet")
+	}
+	for n := 1; n <= builds; n++ {
+		for _, j := range h.srv.Jobs(n) {
+			ps := Phases(j.Log, j.Accepted, j.Finished)
+			if len(ps) < 4 {
+				t.Fatalf("build %d job %s: phases not found in its log:\n%s", n, j.Key, j.Log)
+			}
+			var eval time.Duration
+			for _, p := range ps {
+				if strings.HasPrefix(p.Name, "evaluation") {
+					eval = p.Took
+				}
+			}
+			t.Logf("build %d, %s job on %s: overhead %.2f s (accept → finish %.2f s minus evaluation %.2f s)\n%s", n, j.Key, j.Agent,
+				(j.Finished.Sub(j.Accepted) - eval).Seconds(), j.Finished.Sub(j.Accepted).Seconds(), eval.Seconds(), FormatPhases(ps))
+		}
+	}
+}
