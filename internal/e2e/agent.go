@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -163,13 +162,5 @@ func MakeRepo(dir, src string) error {
 	if out, err := exec.Command("cp", "-R", filepath.Join(src, ".buildkite"), dir).CombinedOutput(); err != nil {
 		return fmt.Errorf("copying .buildkite: %v: %s", err, out)
 	}
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"commit", "-q", "-m", "kbgen pipeline"}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), gitEnv...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	return nil
+	return commitAll(dir)
 }

@@ -354,3 +354,36 @@ func TestE2EOverhead(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorE2E: kbgen doctor --e2e --root on a node rendered by kbgen
+// node install, without a GPU, runs the example through a temporary agent
+// with the node's config for GPU 1, prints the result and the phases, and
+// leaves no temp dir, agent or container behind.
+func TestDoctorE2E(t *testing.T) {
+	h := newHarness(t, harnessOpts{noAgents: true})
+	tmp := filepath.Join(h.dir, "tmp")
+	must(t, os.MkdirAll(tmp, 0o755))
+	r := h.run([]string{h.path(), "TMPDIR=" + tmp, "KBGEN_VENDORS=" + h.vendors, "KBGEN_SANDBOX_NO_GPU=1"},
+		"doctor", "--e2e", "--gpu", "1", "--root", h.root, "--timeout", "3m")
+	if r.code != 0 {
+		t.Fatalf("doctor --e2e: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"job bootstrap on doctor-gpu1: passed", "job eval on doctor-gpu1: passed", "evaluation (kbgen run)", "artifact_paths upload", `"success":true`, "PASS  e2e"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("doctor --e2e output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	left, _ := os.ReadDir(tmp)
+	for _, e := range left {
+		if strings.HasPrefix(e.Name(), "kbgen-doctor-e2e-") {
+			t.Errorf("doctor --e2e left %s in TMPDIR", e.Name())
+		}
+	}
+	if out, _ := exec.Command("pgrep", "-f", "--name doctor-gpu1").Output(); len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("doctor --e2e left its agent running: pids %s", out)
+	}
+	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=^kbgen-").Output(); len(bytes.TrimSpace(out)) > 0 {
+		t.Logf("containers named kbgen-* exist (maybe other tests'): %s", out)
+	}
+	t.Logf("doctor --e2e output:\n%s", r.stdout)
+}

@@ -71,6 +71,7 @@ type harnessOpts struct {
 	vendorTimeoutMinutes int
 	minute               time.Duration
 	noControl            bool
+	noAgents             bool // render the node, start no agent
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -129,6 +130,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.srv.Close)
+	if o.noAgents {
+		return h
+	}
 	if !o.noControl {
 		h.control = h.startControl("control-1")
 	}
