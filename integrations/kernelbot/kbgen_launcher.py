@@ -61,13 +61,15 @@ class KbgenLauncher:
     """A client of one kbgen serve. url: http://127.0.0.1:PORT or unix:/path."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
-                 timeout_seconds: float = 20 * 60, outage_tolerance: float = 120.0):
+                 timeout_seconds: float = 20 * 60, outage_tolerance: float = 120.0,
+                 queues: dict[str, str] | None = None):
         self.url = url or os.environ.get("KBGEN_SERVER", "")
         self.token = token if token is not None else os.environ.get("KBGEN_SERVER_TOKEN", "")
         if not self.url:
             raise ValueError("no kbgen serve URL: pass url or set KBGEN_SERVER")
         self.timeout_seconds = timeout_seconds
         self.outage_tolerance = outage_tolerance
+        self.queues = queues
 
     # --- HTTP (blocking, run in threads) ---------------------------------
 
@@ -117,7 +119,7 @@ class KbgenLauncher:
     async def run_submission(self, config: dict, gpu_type: Any, status: Any = None, *,
                              run_id: str | None = None) -> dict:
         """Run one Kernelbot job on the queue of gpu_type; return its FullResult dict."""
-        queue = _queue_of(gpu_type)
+        queue = _queue_of(gpu_type, self.queues)
         run_id = run_id or f"kb-{uuid.uuid4().hex[:12]}"
         request = {"run_id": run_id, "queue": queue, "payload": encode_config(config),
                    "timeout_seconds": self.timeout_seconds}
@@ -221,11 +223,21 @@ async def _maybe_await(x: Any) -> None:
         await x
 
 
-def _queue_of(gpu_type: Any) -> str:
-    """A Kernelbot GPU (an enum whose value or name is e.g. "H100") as a
-    queue alias kbgen serve resolves (h100 → nvidia-h100)."""
-    name = getattr(gpu_type, "value", None) or getattr(gpu_type, "name", None) or str(gpu_type)
-    return str(name).lower()
+# Kernelbot's GPU names → kbgen's queues (kbgen vendors). A name not here is
+# sent lower-cased: a queue or alias the service resolves, or refuses.
+DEFAULT_QUEUES = {
+    "H100": "nvidia-h100", "B200": "nvidia-b200", "A100": "nvidia-a100", "L4": "nvidia-l4",
+    "T4": "nvidia-t4", "L40S": "nvidia-l40s", "MI300": "amd-mi300", "MI300X": "amd-mi300",
+    "MI250": "amd-mi250", "MI355X": "amd-mi355x",
+}
+
+
+def _queue_of(gpu_type: Any, queues: dict[str, str] | None = None) -> str:
+    """A Kernelbot GPU (an enum whose value or name is e.g. "H100", or a
+    string) as the queue kbgen serve runs it on."""
+    name = str(getattr(gpu_type, "value", None) or getattr(gpu_type, "name", None) or gpu_type)
+    table = DEFAULT_QUEUES if queues is None else queues
+    return table.get(name) or table.get(name.upper()) or name.lower()
 
 
 async def run_submission(config: dict, gpu_type: Any, status: Any = None, **kw: Any) -> dict:

@@ -59,7 +59,7 @@ func TestPythonLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the launcher's Python tests failed: %v", err)
 	}
-	if !strings.Contains(string(out), "Ran 6 tests") || strings.Contains(string(out), "skipped") {
+	if !strings.Contains(string(out), "Ran 8 tests") || strings.Contains(string(out), "skipped") {
 		t.Fatal("not every Python test ran")
 	}
 	if n := fake.RateLimited(); n != 0 {

@@ -7,7 +7,9 @@ import json
 import os
 import unittest
 
-from kbgen_launcher import KbgenError, KbgenLauncher, encode_config, run_submission
+import enum
+
+from kbgen_launcher import KbgenError, KbgenLauncher, _queue_of, encode_config, run_submission
 
 
 def job() -> dict:
@@ -79,6 +81,12 @@ class LauncherTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(st["status"], "timed_out", st)
         self.assertIn("canceled", st["result"]["error"])
 
+    async def test_gpu_enum(self):
+        class GPU(enum.Enum):
+            A100 = "A100"
+        result = await run_submission(job(), GPU.A100, None)
+        self.assertTrue(result["success"], result)
+
     def test_encoding_is_kernelbots(self):
         import base64
         import zlib
@@ -88,3 +96,15 @@ class LauncherTest(unittest.IsolatedAsyncioTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class QueueTest(unittest.TestCase):
+    def test_queue_of(self):
+        class GPU(enum.Enum):
+            H100 = "H100"
+            MI300 = "MI300"
+        self.assertEqual(_queue_of(GPU.H100), "nvidia-h100")
+        self.assertEqual(_queue_of(GPU.MI300), "amd-mi300")
+        self.assertEqual(_queue_of("h100"), "nvidia-h100")
+        self.assertEqual(_queue_of("nebius-h100"), "nebius-h100")
+        self.assertEqual(_queue_of("H100", {"H100": "nebius-h100"}), "nebius-h100")
