@@ -26,6 +26,9 @@ type Config struct {
 	Self int
 	// NoGPU skips nvidia-smi and rocm-smi (tests of the CPU sources).
 	NoGPU bool
+	// CPUs, when set, are the CPUs measured instead of this process's
+	// affinity (a calibration pins one thread to one CPU).
+	CPUs []int
 	// Rusage replaces getrusage(RUSAGE_CHILDREN) (tests).
 	Rusage func() (syscall.Rusage, error)
 	// Now replaces time.Now (tests).
@@ -84,6 +87,9 @@ func NewSampler(cfg Config) *Sampler {
 	}
 	s := &Sampler{cfg: cfg, open: map[string]*snapshot{}, runs: map[string]*Run{}}
 	s.cpus, s.cpuErr = allowedCPUs(cfg.ProcRoot, "self")
+	if len(cfg.CPUs) > 0 {
+		s.cpus, s.cpuErr = cfg.CPUs, nil
+	}
 	s.nv = &nvidiaProbe{env: cfg.Env, gpu: cfg.GPU}
 	return s
 }

@@ -19,6 +19,9 @@ type NodeCmd struct {
 	Plan    NodePlanCmd    `cmd:"" help:"Show the agent each GPU gets: its device, NUMA node, cpuset and memory."`
 	Install NodeInstallCmd `cmd:"" help:"Write each agent's config, environment hook and systemd unit (idempotent)."`
 	Env     NodeEnvCmd     `cmd:"" help:"Print one agent's placement as shell exports."`
+	Qualify NodeQualifyCmd `cmd:"" help:"Measure every agent's placement quiet and with its neighbours loaded; fail a node that measures badly."`
+	// Calibrate is what qualify runs on each placement.
+	Calibrate NodeCalibrateCmd `cmd:"" hidden:"" help:"Run the calibration benchmark (or the load) here and print JSON (kbgen node qualify runs it)."`
 }
 
 // machineFlags describe the machine to plan for: this one, or fixtures.

@@ -36,6 +36,7 @@ var notHere = []struct {
 	{regexp.MustCompile(`kbgen node env`), "reads this machine's GPUs: needs a GPU node"},
 	{regexp.MustCompile(`kbgen node plan\s*($|#|--json)`), "reads this machine's GPUs: needs a GPU node (the --sysfs line runs)"},
 	{regexp.MustCompile(`kbgen doctor`), "checks a vendor node"},
+	{regexp.MustCompile(`kbgen node qualify`), "measures a vendor node's agents (a GPU node's plan, or an installed --root; qualify's own tests run it here)"},
 	{regexp.MustCompile(`kbgen generate --upload`), "runs in a Buildkite job (buildkite-agent pipeline upload)"},
 	{regexp.MustCompile(`kbgen run --publish`), "runs in a Buildkite job (the agent token)"},
 	{regexp.MustCompile(`kbgen serve`), "a long-running service"},

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/node"
+	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/qualify"
+	"github.com/gpu-mode/kbgen/sandbox"
+)
+
+// NodeQualifyCmd measures whether each agent's placement gives
+// trustworthy timings.
+type NodeQualifyCmd struct {
+	machineFlags `embed:""`
+	Root         string        `default:"/" placeholder:"DIR" help:"Read the plan installed under DIR (kbgen node install); when none is installed the machine is planned afresh with the flags above. Example: --root /tmp/stage"`
+	Image        string        `placeholder:"IMAGE" help:"Image the calibration containers run (any image: the static kbgen is mounted into it). Default: the vendor registry's image for the plan's queue. Example: --image ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1"`
+	NoSandbox    bool          `name:"no-sandbox" help:"Run the calibration and the load as processes pinned to each agent's CPUs (sched_setaffinity) instead of through the sandbox's docker run: for a host without docker."`
+	NoGPU        bool          `name:"no-gpu" help:"Leave the GPU flags out of the containers (a node whose engine has no GPU runtime). Also KBGEN_SANDBOX_NO_GPU=1."`
+	Runs         int           `default:"8" placeholder:"N" help:"Calibration runs per phase (quiet, loaded); the CV is over their means. Example: --runs 40"`
+	Reps         int           `default:"5" placeholder:"N" help:"Repetitions per run. Example: --reps 10"`
+	RepTime      time.Duration `default:"12ms" name:"rep-time" placeholder:"D" help:"About how long one repetition of the kernel takes on this machine (sizes its work once, here). Example: --rep-time 50ms"`
+	MaxCV        float64       `default:"1" name:"max-cv" placeholder:"PCT" help:"Fail an agent whose quiet run-to-run CV is above PCT percent."`
+	MaxShift     float64       `default:"2" name:"max-shift" placeholder:"PCT" help:"Fail an agent whose mean moves more than PCT percent when the others are loaded."`
+	MaxSteal     float64       `default:"5" name:"max-steal" placeholder:"PCT" help:"Fail an agent whose runs saw more than PCT percent hypervisor steal."`
+	Floating     bool          `help:"Give every agent all the node's CPUs (the unpinned setup kbgen replaces), to see what pinning buys."`
+	JSON         bool          `name:"json" help:"Print the report as JSON: agents[].name, cv_percent, shift_percent, steal_percent, verdict, ..."`
+}
+
+func (c *NodeQualifyCmd) Help() string {
+	return `For every agent of the node (the installed plan, or the machine planned
+afresh), a built-in calibration benchmark (an integer kernel on an L1-resident
+buffer, one pinned thread, each run with a noise record) runs on the agent's
+placement quiet, then again while every other agent's placement runs a CPU +
+memory-bandwidth load. Per agent: the quiet run-to-run CV, the shift of the
+mean under load, the worst hypervisor steal, the noise sources the records
+saw, and a verdict against --max-cv, --max-shift and --max-steal. Exit 1 when
+an agent fails. The default run takes tens of seconds; raise --runs and
+--rep-time for a longer, steadier one.
+
+  kbgen node qualify                               # through the sandbox (docker)
+  kbgen node qualify --no-sandbox --json           # a host without docker
+  kbgen node qualify --root /tmp/stage --image kbgen-test-busybox:<tag> --no-gpu
+  kbgen node qualify --floating                    # the unpinned setup, for comparison`
+}
+
+func (c *NodeQualifyCmd) Run(g *Globals) error {
+	ctx, stop := signalContext()
+	defer stop()
+	p, err := node.ReadInstalledPlan(c.Root)
+	if errors.Is(err, os.ErrNotExist) {
+		p, err = c.plan(ctx, g, "")
+	}
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this kbgen: %w", err)
+	}
+	var launcher qualify.Launcher = &qualify.Direct{Binary: self}
+	if !c.NoSandbox {
+		image := c.Image
+		if image == "" {
+			image = registryImage(c.Root)
+		}
+		if image == "" {
+			return withCode(exitcode.Usage, errors.New("no image for the calibration containers: pass --image (any image; kbgen itself is mounted), or --no-sandbox"))
+		}
+		if err := sandbox.CheckStatic(self); err != nil {
+			return withCode(exitcode.Usage, err)
+		}
+		launcher = &qualify.Docker{Plan: p, Image: image, RunnerBinary: self, Host: sandbox.LocalHost(),
+			NoGPU: c.NoGPU || g.Getenv(contract.EnvSandboxNoGPU) == "1", Tag: strconv.Itoa(os.Getpid())}
+	}
+	rep, err := qualify.Qualify(ctx, qualify.Options{
+		Plan: p, Launcher: launcher, Runs: c.Runs, Reps: c.Reps, RepDuration: c.RepTime,
+		MaxCV: c.MaxCV, MaxShift: c.MaxShift, MaxSteal: c.MaxSteal, Floating: c.Floating, Log: g.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printQualify(g, rep)
+	}
+	if !rep.Pass {
+		return silentExit(exitcode.Failure)
+	}
+	return nil
+}
+
+func printQualify(g *Globals, r *qualify.Report) {
+	w := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "AGENT\tCPUS\tCV %\tLOADED CV %\tSHIFT %\tSTEAL %\tNOISY RUNS\tNOISE SOURCES\tVERDICT")
+	for _, a := range r.Agents {
+		verdict := a.Verdict
+		if a.Error != "" {
+			verdict += ": " + a.Error
+		} else if len(a.Why) > 0 {
+			verdict += ": " + strings.Join(a.Why, "; ")
+		}
+		src := strings.Join(a.NoiseSources, ", ")
+		if src == "" {
+			src = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%.2f\t%.2f\t%+.2f\t%.1f\t%d\t%s\t%s\n", a.Name, a.CPUs, a.CVPercent, a.LoadedCVPercent, a.ShiftPercent, a.StealPercent, a.NoisyRuns, src, verdict)
+	}
+	w.Flush()
+	state := "PASS"
+	if !r.Pass {
+		state = "FAIL"
+	}
+	fmt.Fprintf(g.Stdout, "\n%s: %d agents via %s; thresholds CV %g %%, shift %g %%, steal %g %%; %d kernel steps per repetition\n",
+		state, len(r.Agents), r.Launcher, r.Thresholds.MaxCV, r.Thresholds.MaxShift, r.Thresholds.MaxSteal, r.Iterations)
+}
+
+// NodeCalibrateCmd is the calibration (or the load) qualify runs on each
+// placement, inside the container or pinned on the host.
+type NodeCalibrateCmd struct {
+	Runs       int           `default:"8" help:"Runs."`
+	Reps       int           `default:"5" help:"Repetitions per run."`
+	Iterations int           `default:"0" help:"Kernel steps per repetition (0: about 12 ms here)."`
+	CPUs       string        `name:"cpus" placeholder:"LIST" help:"Pin to these CPUs (default: this process's)."`
+	Load       bool          `help:"Run the CPU + memory-bandwidth load instead, on every CPU, for --duration."`
+	Duration   time.Duration `default:"60s" help:"How long the load runs."`
+}
+
+func (c *NodeCalibrateCmd) Run(g *Globals) error {
+	ctx, stop := signalContext()
+	defer stop()
+	var cpus []int
+	if c.CPUs != "" {
+		var err error
+		if cpus, err = qualify.ParseCPUs(c.CPUs); err != nil {
+			return withCode(exitcode.Usage, fmt.Errorf("--cpus: %w", err))
+		}
+	}
+	if c.Load {
+		if err := qualify.Load(ctx, cpus, c.Duration); err != nil {
+			return err
+		}
+		return nil
+	}
+	if c.Iterations <= 0 {
+		c.Iterations = qualify.IterationsFor(12 * time.Millisecond)
+	}
+	cal, err := qualify.Calibrate(ctx, qualify.CalibrateOptions{
+		Runs: c.Runs, Reps: c.Reps, Iterations: c.Iterations, CPUs: cpus,
+		Noise: &noise.Config{NoGPU: true},
+	})
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(g.Stdout).Encode(cal)
+}
+
