@@ -169,4 +169,3 @@ func (c *NodeCalibrateCmd) Run(g *Globals) error {
 	}
 	return json.NewEncoder(g.Stdout).Encode(cal)
 }
-
