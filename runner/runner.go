@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/shellquote"
+	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -72,6 +73,9 @@ const (
 	FaultMachine
 	// FaultCanceled: the runner was told to stop (SIGTERM).
 	FaultCanceled
+	// FaultUsage: the caller's options are wrong (an unreadable job or
+	// --system file); nothing about the job or the machine is known.
+	FaultUsage
 )
 
 // Error is a runner failure with its fault.
@@ -83,18 +87,25 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// FaultOf classifies err: job errors, ENOSPC and *Error are recognised.
+// FaultOf classifies err: job errors, jobsource usage errors, ENOSPC and
+// *Error are recognised.
 func FaultOf(err error) Fault {
 	var re *Error
 	switch {
 	case errors.As(err, &re):
 		return re.Fault
+	case jobsource.IsUsage(err):
+		return FaultUsage
 	case payload.IsJobError(err):
 		return FaultJob
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return FaultMachine
 	}
 	return FaultInternal
+}
+
+func usageFault(format string, args ...any) error {
+	return &Error{Fault: FaultUsage, Err: fmt.Errorf(format, args...)}
 }
 
 func machineFault(format string, args ...any) error {

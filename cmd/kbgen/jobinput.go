@@ -5,25 +5,20 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 )
 
-// readJob reads the job from --payload-file (payload or plain JSON), or
-// from KERNELBOT_PAYLOAD* in the environment when no file is given.
+// readJob reads the job of a build step: --payload-file, else
+// KERNELBOT_PAYLOAD* in the environment (jobsource.FromBuild); an
+// unreadable file exits 2.
 func readJob(g *Globals, file string) (*payload.Input, error) {
-	if file != "" {
-		data, err := readInput(g, file)
-		if err != nil {
-			return nil, err
-		}
-		return payload.ParseInput(data)
+	in, err := jobsource.FromBuild(file, g.Stdin, g.LookupEnv)
+	if jobsource.IsUsage(err) {
+		return nil, withCode(exitcode.Usage, err)
 	}
-	encoded, err := payload.JoinEnv(g.LookupEnv)
-	if err != nil {
-		return nil, err
-	}
-	return payload.ParseInput([]byte(encoded))
+	return in, err
 }
 
 // loadRegistry loads --vendors, else KBGEN_VENDORS, else the built-in one.

@@ -82,9 +82,9 @@ func (c *LocalCmd) Run(g *Globals) error {
 
 	ctx, stop := signalContext()
 	defer stop()
-	probe, err := (&RunCmd{System: c.System}).probe(ctx, g)
+	probe, err := runner.LoadProbe(ctx, c.System, g.Environ())
 	if err != nil {
-		return err
+		return withCode(runner.ExitCode(err), err)
 	}
 	opts := runner.Options{WorkDir: c.Workdir, Environ: g.Environ(), Probe: probe, MaxTimeout: step.Timeout()}
 	if !c.JSON {
@@ -100,7 +100,7 @@ func (c *LocalCmd) Run(g *Globals) error {
 	}
 	switch {
 	case runErr != nil:
-		return withCode(runExitCode(runErr), runErr)
+		return withCode(runner.ExitCode(runErr), runErr)
 	case !runner.AllPassed(res):
 		return silentExit(exitcode.Failure)
 	}

@@ -162,6 +162,18 @@ func withCode(code int, err error) error {
 	return &exitError{code: code, err: err}
 }
 
+// exitWith ends with code, saying err when there is one (a command's
+// package function already logged the rest).
+func exitWith(code int, err error) error {
+	switch {
+	case code == exitcode.OK:
+		return nil
+	case err == nil:
+		return silentExit(code)
+	}
+	return withCode(code, err)
+}
+
 // silentExit ends with code without printing anything more (the command
 // already said what it had to).
 func silentExit(code int) error { return &exitError{code: code} }

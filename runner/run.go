@@ -1,0 +1,330 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/jobsource"
+	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/signing"
+)
+
+// RunOptions configure Run, the whole of `kbgen run` (the eval step's
+// command in the container). Environ is the only environment Run reads:
+// the job (KERNELBOT_PAYLOAD*), the queue binding, KBGEN_REQUIRE_GPU,
+// KBGEN_NOISE_POLICY and the retry count come from it.
+type RunOptions struct {
+	// PayloadFile holds the job ("-" reads Stdin); "" reads
+	// KERNELBOT_PAYLOAD* from Environ.
+	PayloadFile string
+	Stdin       io.Reader
+	// Out is where result.json goes; it is written whatever happens,
+	// once the options themselves are sound.
+	Out string
+	// WorkDir, Keep: as in Options.
+	WorkDir string
+	Keep    bool
+	// SystemFile, when set, holds the SystemInfo JSON to report instead
+	// of probing the machine (tests).
+	SystemFile string
+	// RequireGPU: as in Options; contract.EnvRequireGPU in Environ sets it
+	// too.
+	RequireGPU bool
+	// NoUpload: never publish, even with buildkite-agent on PATH.
+	NoUpload bool
+	// NoNoise: record no noise.json.
+	NoNoise bool
+	// Publish, when set, names a result.json written by an earlier Run:
+	// it is published (see Publish) and nothing is evaluated.
+	Publish string
+	Environ []string
+	// Log receives the progress lines ("kbgen run: …"); nil discards them.
+	Log io.Writer
+}
+
+// Outcome is what Run did.
+type Outcome struct {
+	// Code is the process exit code (internal/exitcode): see ExitCode.
+	Code int
+	// Result is the FullResult written to Out; nil when the options were
+	// unsound before anything ran.
+	Result *payload.FullResult
+	// Noise is the noise record written beside Out, nil when none.
+	Noise *noise.Record
+	// PublishErr is why the upload or annotation failed (already logged);
+	// it fails only a --publish run.
+	PublishErr error
+}
+
+// Run reads the job, checks the step's queue binding, evaluates, records
+// the noise and decides the noise retry, writes result.json (always) and
+// noise.json, and publishes them when buildkite-agent is on PATH. The
+// error is the cause of a non-zero Code, nil when there is none to say
+// beyond what was logged.
+func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
+	if opts.Publish != "" {
+		return publishResult(ctx, opts)
+	}
+	probe, err := LoadProbe(ctx, opts.SystemFile, opts.Environ)
+	if err != nil {
+		return Outcome{Code: ExitCode(err)}, err
+	}
+	var out Outcome
+	var sampler *noise.Sampler
+	mode := payload.Mode("")
+	in, runErr := opts.job()
+	if runErr != nil {
+		info, _, _ := probe.Wait()
+		out.Result = payload.Failed(info, runErr)
+	} else {
+		mode = in.Config.Mode
+		eo := opts.evalOptions(probe)
+		if !opts.NoNoise {
+			sampler = noise.NewSampler(noise.Config{Env: opts.Environ, GPU: noise.GPUFromEnv(opts.Environ, contract.EnvGPUUUID)})
+			eo.Noise = sampler
+		}
+		out.Result, runErr = Evaluate(ctx, in.Config, eo)
+	}
+	files, werr := WriteResult(opts.Out, out.Result)
+	switch {
+	case werr != nil && runErr != nil:
+		logf(opts.Log, "%v", werr) // the run's own failure is the one returned
+	case werr != nil:
+		runErr = werr
+	default:
+		logf(opts.Log, "wrote %s (%s)", opts.Out, describe(out.Result))
+	}
+	out.Noise = opts.writeNoise(sampler, mode, runErr == nil)
+	if out.Noise != nil {
+		files = append(files, contract.NoiseFile)
+	}
+	if !opts.NoUpload && werr == nil {
+		if agent, err := bkagent.Find("", opts.Environ); err == nil {
+			out.PublishErr = Publish(ctx, agent, opts.Out, files, mode, out.Result, out.Noise.Markdown())
+			logLines(opts.Log, out.PublishErr)
+		}
+	}
+	if runErr == nil && out.Noise != nil && out.Noise.Retry {
+		runErr = machineFault("%s", out.Noise.RetryReason)
+	}
+	out.Code = ExitCode(runErr)
+	return out, runErr
+}
+
+// ExitCode maps a Run failure to the exit-code table (docs/formats.md#exit-codes).
+func ExitCode(err error) int {
+	if err == nil {
+		return exitcode.OK
+	}
+	switch FaultOf(err) {
+	case FaultUsage:
+		return exitcode.Usage
+	case FaultJob:
+		return exitcode.BadJob
+	case FaultMachine:
+		return exitcode.TempFail
+	case FaultCanceled:
+		return exitcode.Canceled
+	}
+	return exitcode.Failure
+}
+
+// job reads the job and refuses a step re-routed to another queue (where
+// no sandbox in front has checked already).
+func (o RunOptions) job() (*payload.Input, error) {
+	lookup := o.lookup
+	in, err := jobsource.FromBuild(o.PayloadFile, o.Stdin, lookup)
+	if err != nil {
+		return nil, err
+	}
+	if err := signing.CheckRunRouting(lookup); err != nil {
+		return nil, &Error{Fault: FaultJob, Err: err}
+	}
+	return in, nil
+}
+
+func (o RunOptions) evalOptions(probe *Probe) Options {
+	return Options{
+		WorkDir:    o.WorkDir,
+		Environ:    slices.Clone(o.Environ),
+		Probe:      probe,
+		RequireGPU: o.RequireGPU || truthy(o.getenv(contract.EnvRequireGPU)),
+		Log:        o.Log,
+		Keep:       o.Keep,
+	}
+}
+
+// lookup is os.LookupEnv over Environ: the last entry for key wins.
+func (o RunOptions) lookup(key string) (string, bool) {
+	for i := len(o.Environ) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(o.Environ[i], "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func (o RunOptions) getenv(key string) string {
+	v, _ := o.lookup(key)
+	return v
+}
+
+// LoadProbe starts the SystemInfo probe, or reads systemFile when set,
+// before the job is even parsed, so a failed result still says where it
+// failed. A bad systemFile is a usage fault.
+func LoadProbe(ctx context.Context, systemFile string, environ []string) (*Probe, error) {
+	if systemFile == "" {
+		return StartProbe(ctx, SubmissionEnv(environ, nil)), nil
+	}
+	b, err := os.ReadFile(systemFile)
+	if err != nil {
+		return nil, usageFault("reading --system: %w", err)
+	}
+	var info payload.SystemInfo
+	if err := json.Unmarshal(b, &info); err != nil {
+		return nil, usageFault("reading --system: %w", err)
+	}
+	return FixedProbe(info, info.GPU != ""), nil
+}
+
+// publishResult publishes an existing result (RunOptions.Publish): the
+// host side of a containerised run, where the container has no agent.
+func publishResult(ctx context.Context, o RunOptions) (Outcome, error) {
+	res, agent, err := o.loadPublish()
+	if err != nil {
+		return Outcome{Code: ExitCode(err)}, err
+	}
+	// The mode is the job's when the build env carries it, else the one
+	// the runs imply.
+	mode := res.ImpliedMode()
+	if in, err := jobsource.FromBuild("", nil, o.lookup); err == nil {
+		mode = in.Config.Mode
+	}
+	files := ResultFiles(o.Publish)
+	out := Outcome{Result: res}
+	rec, err := noise.Read(filepath.Join(filepath.Dir(o.Publish), contract.NoiseFile))
+	switch {
+	case err == nil:
+		files = append(files, contract.NoiseFile)
+		out.Noise = rec
+	case !errors.Is(err, fs.ErrNotExist):
+		logf(o.Log, "%v; publishing without it", err)
+	}
+	out.PublishErr = Publish(ctx, agent, o.Publish, files, mode, res, rec.Markdown())
+	logLines(o.Log, out.PublishErr)
+	if out.PublishErr != nil {
+		out.Code = exitcode.Failure
+	}
+	return out, nil
+}
+
+// loadPublish reads the result to publish and finds the agent CLI.
+func (o RunOptions) loadPublish() (*payload.FullResult, *bkagent.Agent, error) {
+	b, err := os.ReadFile(o.Publish)
+	if err != nil {
+		return nil, nil, usageFault("reading --publish: %w", err)
+	}
+	var res payload.FullResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, nil, usageFault("--publish %s is not a FullResult: %w", o.Publish, err)
+	}
+	agent, err := bkagent.Find("", o.Environ)
+	if err != nil {
+		return nil, nil, usageFault("--publish: %w", err)
+	}
+	return &res, agent, nil
+}
+
+// writeNoise judges the noise record against the vendor's policy, decides
+// a retry (only for a ranked run that otherwise completed), and writes
+// noise.json beside Out. It returns nil when no timed run was recorded;
+// a stale noise.json is removed then, so it cannot pass for this run's.
+func (o RunOptions) writeNoise(s *noise.Sampler, mode payload.Mode, completed bool) *noise.Record {
+	path := filepath.Join(filepath.Dir(o.Out), contract.NoiseFile)
+	if s == nil || !s.Measured() {
+		_ = os.Remove(path)
+		return nil
+	}
+	policy, err := noise.ParsePolicy(o.getenv(contract.EnvNoisePolicy))
+	if err != nil {
+		logf(o.Log, "%v; using the default noise policy", err)
+		policy = noise.Policy{}.WithDefaults()
+	}
+	rec := s.Record(policy)
+	if completed {
+		retries := o.getenv(contract.EnvRetryCount)
+		if retries == "" {
+			retries = o.getenv(contract.EnvBuildkiteRetryCount)
+		}
+		rec.DecideRetry(mode.Ranked(), retries)
+	}
+	if err := noise.Write(path, rec); err != nil {
+		logf(o.Log, "%v", err)
+		return nil
+	}
+	logf(o.Log, "wrote %s (%s, %.1f ms to record)", path, noiseSummary(rec), rec.CostMS)
+	if rec.RetryReason != "" {
+		logf(o.Log, "%s", rec.RetryReason)
+	}
+	return rec
+}
+
+// noiseSummary is the verdict and its reasons on one line.
+func noiseSummary(rec *noise.Record) string {
+	if rec.Verdict == noise.Clean {
+		return "clean"
+	}
+	msgs := make([]string, 0, len(rec.Reasons))
+	for _, r := range rec.Reasons {
+		msgs = append(msgs, r.Run+": "+r.Message)
+	}
+	return "noisy: " + strings.Join(msgs, "; ")
+}
+
+// describe is the one-line state of a result.
+func describe(res *payload.FullResult) string {
+	switch {
+	case !res.Success:
+		return "runner failed: " + res.Error
+	case AllPassed(res):
+		return "evaluated; all runs passed"
+	}
+	return "evaluated; not all runs passed"
+}
+
+func truthy(s string) bool {
+	switch s {
+	case "1", "true", "TRUE", "True", "yes":
+		return true
+	}
+	return false
+}
+
+// logf writes one progress line of kbgen run to w.
+func logf(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, "kbgen run: "+format+"\n", args...)
+	}
+}
+
+// logLines logs err one line per cause (errors.Join puts them on lines).
+func logLines(w io.Writer, err error) {
+	if err == nil {
+		return
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		logf(w, "%s", line)
+	}
+}
