@@ -10,8 +10,8 @@ import (
 	"github.com/gpu-mode/kbgen/payload"
 )
 
-// Status is how a submission or re-attach ended; the CLI maps it to an
-// exit code.
+// Status is how a submission or re-attach ended; ExitCode is its exit
+// code.
 type Status int
 
 const (

@@ -103,13 +103,10 @@ func (r *Run) finish(st client.Status, res *payload.FullResult, now time.Time) b
 		return false
 	}
 	r.done, r.doneAt, r.status, r.result = true, now, st, res
-	code := exitCodes[st]
+	code := st.ExitCode()
 	r.emitLocked(client.Event{Kind: "done", State: r.buildState, Success: &res.Success, Exit: &code, Error: res.Error}, now)
 	return true
 }
-
-// exitCodes is kbgen submit's exit code per status (internal/exitcode).
-var exitCodes = map[client.Status]int{client.Obtained: 0, client.RunnerFailed: 3, client.Infra: 4, client.TimedOut: 5}
 
 // Status is the run's API view.
 func (r *Run) Status(now time.Time) RunStatus {

@@ -109,14 +109,9 @@ func (w *WaitFlags) options(c *client.Client, p *client.Progress) client.WaitOpt
 }
 
 // reportOutcome prints the outcome's FullResult on stdout (and nothing else
-// there), ends the progress line, and picks the exit code.
+// there), ends the progress line, and exits with the status's code.
 func reportOutcome(g *Globals, p *client.Progress, out *client.Outcome) error {
-	code := map[client.Status]int{
-		client.Obtained:     exitcode.OK,
-		client.RunnerFailed: exitcode.RunnerFailed,
-		client.Infra:        exitcode.Infra,
-		client.TimedOut:     exitcode.Timeout,
-	}[out.Status]
+	code := out.Status.ExitCode()
 	b, err := json.Marshal(out.Result)
 	if err != nil {
 		return withCode(exitcode.Failure, fmt.Errorf("encoding result: %w", err))
