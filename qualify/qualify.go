@@ -38,18 +38,24 @@ type Options struct {
 	// Floating gives every agent all the node's CPUs, as the seed's
 	// setup did, to show what pinning buys.
 	Floating bool
+	// GPU, when set, adds the GPU calibration per agent (GPURunner).
+	GPU *GPURunner
+	// GPUNote says why there is no GPU part, for the report.
+	GPUNote string
 	// Log receives one progress line per step.
 	Log io.Writer
 }
 
 // Report is the qualification of a node.
 type Report struct {
-	Pass       bool          `json:"pass"`
-	Launcher   string        `json:"launcher"`
-	Floating   bool          `json:"floating,omitempty"`
-	Iterations int           `json:"iterations"`
-	Thresholds Thresholds    `json:"thresholds"`
-	Agents     []AgentResult `json:"agents"`
+	Pass       bool       `json:"pass"`
+	Launcher   string     `json:"launcher"`
+	Floating   bool       `json:"floating,omitempty"`
+	Iterations int        `json:"iterations"`
+	Thresholds Thresholds `json:"thresholds"`
+	// GPU says whether the GPU part ran, and why not.
+	GPU    string        `json:"gpu"`
+	Agents []AgentResult `json:"agents"`
 }
 
 // Thresholds are the limits the verdicts used.
@@ -80,6 +86,8 @@ type AgentResult struct {
 	Verdict      string   `json:"verdict"`
 	Why          []string `json:"why,omitempty"`
 	Error        string   `json:"error,omitempty"`
+	// GPU is the GPU calibration, when it ran.
+	GPU *GPUResult `json:"gpu,omitempty"`
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -106,9 +114,19 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 		o.Iterations = IterationsFor(o.RepDuration)
 	}
 	r := &Report{Pass: true, Launcher: o.Launcher.Name(), Floating: o.Floating, Iterations: o.Iterations,
-		Thresholds: Thresholds{MaxCV: o.MaxCV, MaxShift: o.MaxShift, MaxSteal: o.MaxSteal}}
+		Thresholds: Thresholds{MaxCV: o.MaxCV, MaxShift: o.MaxShift, MaxSteal: o.MaxSteal}, GPU: "ran"}
+	if o.GPU == nil {
+		r.GPU = "skipped: " + o.GPUNote
+	}
 	for i := range agents {
 		res := o.agent(ctx, agents, i)
+		if o.GPU != nil && res.Error == "" {
+			res.GPU = o.qualifyGPU(ctx, agents, i)
+			if res.GPU.Verdict != "pass" {
+				res.Verdict = "fail"
+				res.Why = append(res.Why, res.GPU.Why...)
+			}
+		}
 		if res.Verdict != "pass" {
 			r.Pass = false
 		}

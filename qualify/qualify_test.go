@@ -166,3 +166,38 @@ func TestSandboxOnThisMachine(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUPart: with a GPU runner, each agent also gets the GPU
+// calibration, quiet and with the other GPUs busy; a stand-in python3
+// plays torch (slower while a load process runs).
+func TestGPUPart(t *testing.T) {
+	dir := t.TempDir()
+	py := dir + "/python3"
+	script := `#!/bin/sh
+# stand-in python3 -c SCRIPT calibrate RUNS REPS SIZE | load SECONDS SIZE
+shift 2
+if [ "$1" = load ]; then touch "` + dir + `/loading"; sleep "$2"; exit 0; fi
+m=1.0; [ -e "` + dir + `/loading" ] && m=1.5
+echo "{\"device\": \"Stand-in GPU $CUDA_VISIBLE_DEVICES\", \"runs\": [{\"mean_ms\": $m}, {\"mean_ms\": $m}, {\"mean_ms\": $m}]}"
+`
+	if err := os.WriteFile(py, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	flat := []float64{10, 10}
+	f := &fakeLauncher{quiet: map[string][]float64{"gpu0": flat, "gpu1": flat}, loaded: map[string][]float64{"gpu0": flat, "gpu1": flat}}
+	r, err := Qualify(context.Background(), Options{Plan: twoAgents("1", "2"), Launcher: f, Iterations: 1, GPU: &GPURunner{Python: py, Env: []string{"PATH=/usr/bin:/bin"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := r.Agents[0].GPU
+	if r.GPU != "ran" || g == nil || g.Device != "Stand-in GPU GPU-00000000-0000-0000-0000-000000000000" || g.QuietMeanMS != 1 || g.CVPercent != 0 {
+		t.Fatalf("GPU part = %+v (report gpu %q)", g, r.GPU)
+	}
+	if g.ShiftPercent != 50 || g.Verdict != "fail" || r.Agents[0].Verdict != "fail" {
+		t.Errorf("GPU under load = %+v, agent verdict %s: want +50 %% and a failing agent", g, r.Agents[0].Verdict)
+	}
+	r, _ = Qualify(context.Background(), Options{Plan: twoAgents("1", "2"), Launcher: f, Iterations: 1, GPUNote: "no python3 on PATH"})
+	if r.GPU != "skipped: no python3 on PATH" || r.Agents[0].GPU != nil {
+		t.Errorf("without a GPU runner: %q, %+v", r.GPU, r.Agents[0].GPU)
+	}
+}

@@ -33,6 +33,7 @@ type NodeQualifyCmd struct {
 	MaxShift     float64       `default:"2" name:"max-shift" placeholder:"PCT" help:"Fail an agent whose mean moves more than PCT percent when the others are loaded."`
 	MaxSteal     float64       `default:"5" name:"max-steal" placeholder:"PCT" help:"Fail an agent whose runs saw more than PCT percent hypervisor steal."`
 	Floating     bool          `help:"Give every agent all the node's CPUs (the unpinned setup kbgen replaces), to see what pinning buys."`
+	GPU          string        `default:"auto" enum:"auto,on,off" help:"The GPU part (fp16 matmuls timed with CUDA events, by the host's python3 with torch; with --no-sandbox): auto runs it where torch sees a GPU, on requires it, off skips it."`
 	JSON         bool          `name:"json" help:"Print the report as JSON: agents[].name, cv_percent, shift_percent, steal_percent, verdict, ..."`
 }
 
@@ -82,10 +83,28 @@ func (c *NodeQualifyCmd) Run(g *Globals) error {
 		launcher = &qualify.Docker{Plan: p, Image: image, RunnerBinary: self, Host: sandbox.LocalHost(),
 			NoGPU: c.NoGPU || g.Getenv(contract.EnvSandboxNoGPU) == "1", Tag: strconv.Itoa(os.Getpid())}
 	}
-	rep, err := qualify.Qualify(ctx, qualify.Options{
+	opts := qualify.Options{
 		Plan: p, Launcher: launcher, Runs: c.Runs, Reps: c.Reps, RepDuration: c.RepTime,
 		MaxCV: c.MaxCV, MaxShift: c.MaxShift, MaxSteal: c.MaxSteal, Floating: c.Floating, Log: g.Stderr,
-	})
+	}
+	switch {
+	case c.GPU == "off":
+		opts.GPUNote = "--gpu off"
+	case !c.NoSandbox:
+		opts.GPUNote = "the GPU calibration runs with --no-sandbox only (the host's python3 with torch)"
+		if c.GPU == "on" {
+			return withCode(exitcode.Usage, errors.New("--gpu on needs --no-sandbox: the GPU calibration runs on the host's python3 with torch"))
+		}
+	default:
+		var why string
+		if opts.GPU, why = qualify.FindGPURunner(ctx); opts.GPU == nil {
+			if c.GPU == "on" {
+				return withCode(exitcode.Usage, fmt.Errorf("--gpu on: %s", why))
+			}
+			opts.GPUNote = why
+		}
+	}
+	rep, err := qualify.Qualify(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -122,12 +141,32 @@ func printQualify(g *Globals, r *qualify.Report) {
 		fmt.Fprintf(w, "%s\t%s\t%.2f\t%.2f\t%+.2f\t%.1f\t%d\t%s\t%s\n", a.Name, a.CPUs, a.CVPercent, a.LoadedCVPercent, a.ShiftPercent, a.StealPercent, a.NoisyRuns, src, verdict)
 	}
 	w.Flush()
+	gpu := false
+	for _, a := range r.Agents {
+		gpu = gpu || a.GPU != nil
+	}
+	if gpu {
+		fmt.Fprintln(g.Stdout)
+		w = tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "AGENT\tGPU\tMEAN MS\tCV %\tLOADED CV %\tSHIFT %\tNOISE SOURCES\tVERDICT")
+		for _, a := range r.Agents {
+			if a.GPU == nil {
+				continue
+			}
+			src := strings.Join(a.GPU.NoiseSources, ", ")
+			if src == "" {
+				src = "-"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%.3f\t%.2f\t%.2f\t%+.2f\t%s\t%s\n", a.Name, a.GPU.Device, a.GPU.QuietMeanMS, a.GPU.CVPercent, a.GPU.LoadedCVPercent, a.GPU.ShiftPercent, src, strings.Join(append([]string{a.GPU.Verdict}, a.GPU.Why...), ": "))
+		}
+		w.Flush()
+	}
 	state := "PASS"
 	if !r.Pass {
 		state = "FAIL"
 	}
-	fmt.Fprintf(g.Stdout, "\n%s: %d agents via %s; thresholds CV %g %%, shift %g %%, steal %g %%; %d kernel steps per repetition\n",
-		state, len(r.Agents), r.Launcher, r.Thresholds.MaxCV, r.Thresholds.MaxShift, r.Thresholds.MaxSteal, r.Iterations)
+	fmt.Fprintf(g.Stdout, "\n%s: %d agents via %s; thresholds CV %g %%, shift %g %%, steal %g %%; %d kernel steps per repetition; GPU part: %s\n",
+		state, len(r.Agents), r.Launcher, r.Thresholds.MaxCV, r.Thresholds.MaxShift, r.Thresholds.MaxSteal, r.Iterations, r.GPU)
 }
 
 // NodeCalibrateCmd is the calibration (or the load) qualify runs on each
