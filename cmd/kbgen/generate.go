@@ -12,7 +12,6 @@ import (
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
-	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/signing"
 )
@@ -73,37 +72,14 @@ func (c *GenerateCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	in, err := readJob(g, c.PayloadFile)
-	if err != nil {
-		var je *payload.Error
-		if errors.As(err, &je) && je.Kind == payload.KindNoPayload && c.PayloadFile == "" {
-			fmt.Fprintln(g.Stderr, "kbgen: no Kernelbot job in this build (no KERNELBOT_PAYLOAD): emitting a pipeline with no eval step")
-			return c.emit(g, pipelinegen.NoJobPipeline())
-		}
-		return err
-	}
-	queue := c.Queue
-	if queue == "" {
-		queue = g.Getenv(contract.EnvQueue)
-	}
-	if queue == "" {
-		return withCode(exitcode.Usage, fmt.Errorf("no queue: pass --queue or set %s (known: %s)", contract.EnvQueue, joinNames(reg.Queues())))
-	}
-	vendor, err := reg.Lookup(queue)
-	if err != nil {
+	p, noJob, err := pipelinegen.FromBuild(reg, pipelinegen.Build{PayloadFile: c.PayloadFile, Stdin: g.Stdin, Queue: c.Queue, Lookup: g.LookupEnv}, pipelinegen.Options{})
+	switch {
+	case pipelinegen.IsUsage(err):
 		return withCode(exitcode.Usage, err)
-	}
-	job := pipelinegen.Job{
-		Input:    in,
-		RunID:    g.Getenv(contract.EnvRunID),
-		Queue:    queue,
-		Image:    g.Getenv(contract.EnvImage),
-		Priority: g.Getenv(contract.EnvPriority),
-		User:     g.Getenv(contract.EnvUser),
-	}
-	p, err := pipelinegen.Generate(job, vendor, pipelinegen.Options{})
-	if err != nil {
+	case err != nil:
 		return err
+	case noJob:
+		fmt.Fprintln(g.Stderr, "kbgen: no Kernelbot job in this build (no KERNELBOT_PAYLOAD): emitting a pipeline with no eval step")
 	}
 	return c.emit(g, p)
 }

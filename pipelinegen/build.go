@@ -1,0 +1,79 @@
+package pipelinegen
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/buildkite/go-pipeline"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/jobsource"
+	"github.com/gpu-mode/kbgen/payload"
+)
+
+// Build is what the bootstrap step (kbgen generate) generates from: the
+// job and its settings from the build env.
+type Build struct {
+	// PayloadFile holds the job ("-" reads Stdin); "" reads
+	// KERNELBOT_PAYLOAD* through Lookup.
+	PayloadFile string
+	Stdin       io.Reader
+	// Queue is the vendor's queue; "" takes KERNELBOT_QUEUE.
+	Queue string
+	// Lookup reads the build env (KERNELBOT_*).
+	Lookup func(string) (string, bool)
+}
+
+// NoQueueError: the build names no queue.
+type NoQueueError struct{ Known []string }
+
+func (e *NoQueueError) Error() string {
+	return fmt.Sprintf("no queue: pass --queue or set %s (known: %s)", contract.EnvQueue, strings.Join(e.Known, ", "))
+}
+
+// IsUsage reports whether err from FromBuild is the caller's mistake (an
+// unreadable payload file, no or an unknown queue) rather than the job's.
+func IsUsage(err error) bool {
+	var nq *NoQueueError
+	var uq *UnknownQueueError
+	return jobsource.IsUsage(err) || errors.As(err, &nq) || errors.As(err, &uq)
+}
+
+// FromBuild is the pipeline for a build: the eval step for the job and
+// queue the build env names. A build without a job (an ordinary push, no
+// KERNELBOT_PAYLOAD and no PayloadFile) gets NoJobPipeline and noJob
+// true, so it passes.
+func FromBuild(reg *Registry, b Build, opts Options) (p *pipeline.Pipeline, noJob bool, err error) {
+	in, err := jobsource.FromBuild(b.PayloadFile, b.Stdin, b.Lookup)
+	if err != nil {
+		var je *payload.Error
+		if errors.As(err, &je) && je.Kind == payload.KindNoPayload && b.PayloadFile == "" {
+			return NoJobPipeline(), true, nil
+		}
+		return nil, false, err
+	}
+	getenv := func(k string) string { v, _ := b.Lookup(k); return v }
+	queue := b.Queue
+	if queue == "" {
+		queue = getenv(contract.EnvQueue)
+	}
+	if queue == "" {
+		return nil, false, &NoQueueError{Known: reg.Queues()}
+	}
+	vendor, err := reg.Lookup(queue)
+	if err != nil {
+		return nil, false, err
+	}
+	job := Job{
+		Input:    in,
+		RunID:    getenv(contract.EnvRunID),
+		Queue:    queue,
+		Image:    getenv(contract.EnvImage),
+		Priority: getenv(contract.EnvPriority),
+		User:     getenv(contract.EnvUser),
+	}
+	p, err = Generate(job, vendor, opts)
+	return p, false, err
+}
