@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/sandbox"
-	"github.com/gpu-mode/kbgen/signing"
 )
 
 // SandboxCmd is the gpu-docker plugin's command hook: it turns the step's
@@ -101,26 +100,10 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	if out.CollectErr != nil {
 		fmt.Fprintf(g.Stderr, "kbgen sandbox: %v\n", out.CollectErr)
 	}
-	switch {
-	case out.Code == sandbox.DockerExitInfra:
-		return withCode(exitcode.TempFail, fmt.Errorf("docker could not run the container (exit %d, see docker's message above)", out.Code))
-	case out.Code != 0:
-		return silentExit(out.Code)
-	case out.CollectErr != nil:
-		return silentExit(exitcode.TempFail)
-	}
-	return nil
+	return exitWith(out.Exit())
 }
 
-// sandboxErr picks the exit code for the sandbox package's errors.
+// sandboxErr attaches the sandbox package's exit code to its errors.
 func sandboxErr(err error) error {
-	switch {
-	case sandbox.IsRefused(err):
-		return withCode(exitcode.TempFail, err)
-	case sandbox.IsConfigError(err):
-		return withCode(exitcode.Usage, err)
-	case errors.As(err, new(*signing.MisroutedError)):
-		return withCode(exitcode.BadJob, err)
-	}
-	return err
+	return withCode(sandbox.ExitCode(err), err)
 }

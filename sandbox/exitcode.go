@@ -1,0 +1,42 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/signing"
+)
+
+// ExitCode is kbgen sandbox's exit code for an error from NewJob or
+// Job.Run: a refusal is this agent's (75, retried elsewhere), a bad plugin
+// config the step's (2), a re-routed step or a bad payload the job's (65).
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return exitcode.OK
+	case IsRefused(err):
+		return exitcode.TempFail
+	case IsConfigError(err):
+		return exitcode.Usage
+	case errors.As(err, new(*signing.MisroutedError)), payload.IsJobError(err):
+		return exitcode.BadJob
+	}
+	return exitcode.Failure
+}
+
+// Exit is the exit code of a run that finished, and why it is not the
+// container's own when it is not: docker could not run the container, or
+// the results could not be copied back (both 75: the machine's fault).
+func (o Outcome) Exit() (int, error) {
+	switch {
+	case o.Code == DockerExitInfra:
+		return exitcode.TempFail, fmt.Errorf("docker could not run the container (exit %d, see docker's message above)", o.Code)
+	case o.Code != 0:
+		return o.Code, nil
+	case o.CollectErr != nil:
+		return exitcode.TempFail, nil
+	}
+	return exitcode.OK, nil
+}

@@ -1,0 +1,53 @@
+package sandbox
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/signing"
+)
+
+// TestExitCode: kbgen sandbox's exit codes, which the eval step's retry
+// rules branch on (docs/formats.md#exit-codes).
+func TestExitCode(t *testing.T) {
+	_, jobErr := payload.ParseInput([]byte("%%%%"))
+	for _, tc := range []struct {
+		name string
+		err  error
+		code int
+	}{
+		{"none", nil, 0},
+		{"refused", refusef("no GPU placement"), 75},
+		{"plugin config", &ConfigError{Msg: "unknown key"}, 2},
+		{"re-routed step", &signing.MisroutedError{}, 65},
+		{"bad payload", jobErr, 65},
+		{"other", errors.New("a bug"), 1},
+	} {
+		if got := ExitCode(tc.err); got != tc.code {
+			t.Errorf("%s: ExitCode(%v) = %d, want %d", tc.name, tc.err, got, tc.code)
+		}
+	}
+}
+
+// TestOutcomeExit: the container's code stands, except docker's own
+// failure and results that could not be copied back (75, retried).
+func TestOutcomeExit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		out     Outcome
+		code    int
+		message bool
+	}{
+		{"passed", Outcome{}, 0, false},
+		{"the runner's code", Outcome{Code: 65}, 65, false},
+		{"docker failed", Outcome{Code: DockerExitInfra}, 75, true},
+		{"results not copied", Outcome{CollectErr: errors.New("disk full")}, 75, false},
+		{"runner code beats collect failure", Outcome{Code: 143, CollectErr: errors.New("x")}, 143, false},
+	} {
+		code, err := tc.out.Exit()
+		if code != tc.code || (err != nil) != tc.message {
+			t.Errorf("%s: Exit() = %d, %v; want %d (message %v)", tc.name, code, err, tc.code, tc.message)
+		}
+	}
+}
