@@ -20,6 +20,9 @@ type CalibrateOptions struct {
 	// the process's affinity (inside a container: its cpuset) and pins to
 	// its first CPU.
 	CPUs []int
+	// NoPin leaves the thread free to move among CPUs (the floating setup
+	// the noise table compares with); the noise record covers them all.
+	NoPin bool
 	// Noise, when set, brackets each run with a noise record taken on the
 	// CPU the kernel is pinned to (its CPUs field is set here).
 	Noise *noise.Config
@@ -91,7 +94,7 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (*Calibration, error) {
 		cpus = selfCPUs()
 	}
 	cal := &Calibration{Iterations: o.Iterations, CPU: -1}
-	if len(cpus) > 0 {
+	if len(cpus) > 0 && !o.NoPin {
 		if err := pinThread(cpus[:1]); err != nil {
 			return nil, err
 		}
@@ -102,6 +105,8 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (*Calibration, error) {
 		cfg := *o.Noise
 		if cal.CPU >= 0 {
 			cfg.CPUs = []int{cal.CPU}
+		} else {
+			cfg.CPUs = cpus
 		}
 		sampler = noise.NewSampler(cfg)
 	}

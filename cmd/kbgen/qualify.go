@@ -177,6 +177,7 @@ type NodeCalibrateCmd struct {
 	Iterations int           `default:"0" help:"Kernel steps per repetition (0: about 12 ms here)."`
 	CPUs       string        `name:"cpus" placeholder:"LIST" help:"Pin to these CPUs (default: this process's)."`
 	Load       bool          `help:"Run the CPU + memory-bandwidth load instead, on every CPU, for --duration."`
+	NoPin      bool          `name:"no-pin" help:"Do not pin the kernel's thread (the floating setup); the noise records cover all allowed CPUs."`
 	Duration   time.Duration `default:"60s" help:"How long the load runs."`
 }
 
@@ -200,7 +201,7 @@ func (c *NodeCalibrateCmd) Run(g *Globals) error {
 		c.Iterations = qualify.IterationsFor(12 * time.Millisecond)
 	}
 	cal, err := qualify.Calibrate(ctx, qualify.CalibrateOptions{
-		Runs: c.Runs, Reps: c.Reps, Iterations: c.Iterations, CPUs: cpus,
+		Runs: c.Runs, Reps: c.Reps, Iterations: c.Iterations, CPUs: cpus, NoPin: c.NoPin,
 		Noise: &noise.Config{NoGPU: true},
 	})
 	if err != nil {
