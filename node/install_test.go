@@ -338,7 +338,7 @@ func TestSystemdVerify(t *testing.T) {
 	if err := os.Symlink(UnitName, inst); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("systemd-analyze", "verify", "--man=no", inst, filepath.Join(unitDir, SliceName))
+	cmd := exec.Command("systemd-analyze", "verify", "--man=no", inst, filepath.Join(unitDir, SliceName), filepath.Join(unitDir, JobsSlice))
 	cmd.Env = append(os.Environ(), "SYSTEMD_UNIT_PATH="+unitDir+":")
 	out, err := cmd.CombinedOutput()
 	if err != nil && bytes.Contains(out, []byte("Failed to")) && bytes.Contains(out, []byte("bus")) {
