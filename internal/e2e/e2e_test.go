@@ -368,7 +368,7 @@ func TestDoctorE2E(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("doctor --e2e: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"job bootstrap on doctor-gpu1: passed", "job eval on doctor-gpu1: passed", "evaluation (kbgen run)", "artifact_paths upload", `"success":true`, "PASS  e2e"} {
+	for _, want := range []string{"job bootstrap on doctor-gpu1: passed", "job eval on doctor-gpu1: passed", "evaluation (kbgen run)", "container exit, hook's publish", `"success":true`, "PASS  e2e"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("doctor --e2e output lacks %q:\n%s", want, r.stdout)
 		}

@@ -22,6 +22,8 @@ var phaseMarks = []struct{ name, mark string }{
 	{"post-checkout hook (pin plugin)", "~~~ Running global post-checkout hook"},
 	{"plugin hook, kbgen sandbox, docker start", "~~~ Running plugin gpu-docker command hook"},
 	{"evaluation (kbgen run)", "kbgen run: "},
+	// kbgen run --publish keeps the agent's output to itself: container
+	// exit, collection and the publish are one phase here.
 	{"container exit, hook's publish", "kbgen run: wrote "},
 	{"artifact_paths upload", "~~~ Uploading artifacts"},
 	{"bootstrap command (kbgen generate --upload)", "~~~ Running commands"},
