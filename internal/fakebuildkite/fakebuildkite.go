@@ -1,8 +1,10 @@
 // Package fakebuildkite is a local HTTP server that speaks the part of the
 // Buildkite REST API kbgen uses (builds, jobs, artifacts, agents), with
 // build states that move over (virtual) time, a second storage server that
-// rejects any request carrying credentials, and injectable faults. It is
-// for tests and benchmarks only.
+// rejects any request carrying credentials, and injectable faults. With
+// NewLive it also serves the Agent API v3, and builds run for real on
+// `buildkite-agent start` processes (live.go, agentapi.go). It is for tests,
+// benchmarks and `kbgen doctor --e2e`.
 package fakebuildkite
 
 import (
