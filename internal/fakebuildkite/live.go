@@ -138,7 +138,8 @@ func NewLive(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// AgentEndpoint is what `buildkite-agent start --endpoint` takes.
+// AgentEndpoint is what `buildkite-agent start --endpoint` takes (live
+// servers only).
 func (s *Server) AgentEndpoint() string { return s.Agent.URL + "/v3" }
 
 // AgentToken is the registration token agents start with.
@@ -309,7 +310,7 @@ func (s *Server) advanceLocked(b *build, now time.Time) {
 // settleLocked sets the build state from its jobs.
 func (s *Server) settleLocked(b *build, now time.Time) {
 	lb := b.live
-	if terminal(lb.state) || lb.state == "canceled" {
+	if terminal(lb.state) {
 		return
 	}
 	done, failed, started := true, false, false
@@ -514,6 +515,9 @@ func (s *Server) Jobs(number int) []JobInfo {
 func (s *Server) AllJobs() []JobInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.live == nil {
+		return nil
+	}
 	out := make([]JobInfo, 0, len(s.live.jobs))
 	for _, j := range s.live.jobs {
 		out = append(out, j.info())
@@ -556,6 +560,9 @@ type AgentInfo struct {
 func (s *Server) Agents() []AgentInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.live == nil {
+		return nil
+	}
 	var out []AgentInfo
 	for _, a := range s.live.agents {
 		out = append(out, AgentInfo{Name: a.name, Queue: a.queue, State: a.state, Busy: a.job != nil})
