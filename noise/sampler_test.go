@@ -159,8 +159,11 @@ func TestBareMetalOwnLoadIsNotExternal(t *testing.T) {
 	if nv.EventCounters["sw_power_cap"] != 50000 || nv.EventCounters["sw_thermal_slowdown"] != 20000 {
 		t.Errorf("counters = %v", nv.EventCounters)
 	}
-	if rec.Verdict != Noisy {
-		t.Errorf("verdict %s, want noisy", rec.Verdict)
+	if rec.Verdict != Clean || run.Verdict != Clean {
+		t.Errorf("verdict %s (run %s), want clean: only the job's own load was seen", rec.Verdict, run.Verdict)
+	}
+	if len(rec.Reasons) == 0 {
+		t.Error("the own-load findings are gone from the reasons; they must stay recorded")
 	}
 	if rec.External() {
 		t.Errorf("own throttling and own thermal limits counted as external:\n%s", reasonsOf(rec))

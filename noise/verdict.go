@@ -15,8 +15,12 @@ func (s *Sampler) Record(p Policy) *Record {
 	for _, key := range s.order {
 		run := s.runs[key]
 		reasons := Judge(key, run, p)
+		// Only external noise makes a run noisy: what the job's own load
+		// causes (its cgroup throttled, its GPU boosting into the power
+		// cap) is part of its measurement, never retried, so it stays in
+		// the reasons with external false and the verdict stays clean.
 		run.Verdict = Clean
-		if len(reasons) > 0 {
+		if slices.ContainsFunc(reasons, func(x Reason) bool { return x.External }) {
 			run.Verdict = Noisy
 			rec.Verdict = Noisy
 		}
@@ -138,17 +142,13 @@ func (r *Record) Markdown() string {
 		return ""
 	}
 	var b strings.Builder
-	if r.Verdict == Clean {
-		fmt.Fprintf(&b, "**noise**: clean (%s)", r.summary())
-	} else {
-		fmt.Fprintf(&b, "**noise**: noisy (%s)", r.summary())
-		for _, x := range r.Reasons {
-			who := "the job's own load"
-			if x.External {
-				who = "external"
-			}
-			fmt.Fprintf(&b, "\n- `%s` %s (%s): %s", x.Run, x.Source, who, mdText(x.Message))
+	fmt.Fprintf(&b, "**noise**: %s (%s)", r.Verdict, r.summary())
+	for _, x := range r.Reasons {
+		who := "the job's own load"
+		if x.External {
+			who = "external"
 		}
+		fmt.Fprintf(&b, "\n- `%s` %s (%s): %s", x.Run, x.Source, who, mdText(x.Message))
 	}
 	if r.Retry {
 		b.WriteString("\n- retried: " + mdText(r.RetryReason))
