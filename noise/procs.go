@@ -113,10 +113,8 @@ func allowedCPUs(procRoot string, pid string) ([]int, error) {
 
 func foreignReport(procRoot string, self int, cpus []int, before, after map[int]procTimes, wallMS float64) ForeignReport {
 	r := ForeignReport{Availability: Availability{Status: OK}, Visible: len(after)}
-	if b, err := os.ReadFile(filepath.Join(procRoot, "1", "comm")); err == nil {
-		if init := strings.TrimSpace(string(b)); init != "systemd" && init != "init" {
-			r.Why = "pid 1 is " + init + ": in a container only its own processes are visible"
-		}
+	if ev := containerEvidence(procRoot); ev != "" {
+		r.Why = "in a container (" + ev + "): only its own processes are visible"
 	}
 	for pid, a := range after {
 		b, ok := before[pid]
@@ -162,4 +160,32 @@ func foreignReport(procRoot string, self int, cpus []int, before, after map[int]
 	r.CPUMS = round2(r.CPUMS)
 	r.KernelThreadsMS = round2(r.KernelThreadsMS)
 	return r
+}
+
+// containerEvidence says why this looks like a container, "" when nothing
+// does. pid 1's name proves nothing: a Firecracker VM's init is
+// process_api, and the VM sees every process. The marker files the
+// engines write (beside procRoot, so a test tree can hold them) and pid
+// 1's cgroup path naming an engine do.
+func containerEvidence(procRoot string) string {
+	root := filepath.Dir(procRoot)
+	for _, f := range []string{".dockerenv", "run/.containerenv"} {
+		if _, err := os.Stat(filepath.Join(root, f)); err == nil {
+			return "/" + f + " exists"
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(procRoot, "1", "cgroup"))
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		_, path, _ := strings.Cut(strings.TrimSpace(line), ":")
+		_, path, _ = strings.Cut(path, ":")
+		for _, engine := range []string{"docker", "containerd", "kubepods", "libpod", "lxc"} {
+			if strings.Contains(path, engine) {
+				return "pid 1's cgroup is " + path
+			}
+		}
+	}
+	return ""
 }
