@@ -23,8 +23,10 @@ import (
 //go:embed gpu_calibrate.py
 var gpuScript string
 
-// GPUMatrixSize is the calibration matmul's size (n×n fp16): about a
-// millisecond on an H100, long enough for events, short enough to repeat.
+// GPUMatrixSize is the calibration matmul's size (n×n fp16): 0.2 ms on
+// the lent H100. 8192 (1.7 ms) was steadier in theory but ran back to back
+// into the power cap there (CV 4.7–6.4 % against 1.2–3.0 %), which measures
+// the kernel's own heat rather than the node's noise.
 const GPUMatrixSize = 4096
 
 // GPUResult is one agent's GPU qualification.
