@@ -8,7 +8,7 @@
 # with debootstrap on first use (KBGEN_TEST_PYTHON_IMAGE=1, set here). A test
 # whose tool is missing skips and says why. Ends with "N passed, M failed".
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export KBGEN_TEST_PYTHON_IMAGE=1
 
 log=$(mktemp -t kbgen-e2e.XXXXXX.log)

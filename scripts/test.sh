@@ -18,7 +18,8 @@ go vet ./...
 # The end-to-end suite (internal/e2e) runs on its own afterwards: it starts
 # agents and containers on both cores and times heartbeats, so it does not
 # share the machine with the rest.
-go test -race -count=1 -timeout 20m -json $(go list ./... | grep -v /internal/e2e) | python3 scripts/gotest-summary.py
+mapfile -t pkgs < <(go list ./... | grep -v /internal/e2e)
+go test -race -count=1 -timeout 20m -json "${pkgs[@]}" | python3 scripts/gotest-summary.py
 bash scripts/e2e.sh
 
 if [ -x scripts/fuzz.sh ]; then
