@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The GPU checklist of docs/testing.md, on a GPU host (no Docker or
+# Buildkite needed): a cu job and a torch job through `kbgen local` and
+# `kbgen run`, the noise record quiet and disturbed, and `kbgen node
+# qualify`. Prints one line per step ("NAME rc=N wall=MS") and leaves every
+# result.json, noise.json and log in OUTDIR for docs/testing.md.
+#
+#   bash scripts/gpu-checklist.sh KERNELBOT_EXAMPLES OUTDIR [KBGEN]
+#
+# KERNELBOT_EXAMPLES is a Kernelbot checkout's examples/ directory (its
+# identity_cuda and matmul_py tasks are the cu and torch jobs; kbgen ships
+# no CUDA or torch task). KBGEN is a kbgen binary (default: built here).
+# Needs nvidia-smi, nvcc and a python3 with torch. About 8 minutes on an H100.
+set -uo pipefail
+
+examples=${1:?usage: gpu-checklist.sh KERNELBOT_EXAMPLES OUTDIR [KBGEN]}
+out=${2:?usage: gpu-checklist.sh KERNELBOT_EXAMPLES OUTDIR [KBGEN]}
+kbgen=${3:-}
+mkdir -p "$out" || exit 1
+if [ -z "$kbgen" ]; then
+  kbgen="$out/kbgen"
+  (cd "$(dirname "$0")/.." && CGO_ENABLED=0 go build -o "$kbgen" ./cmd/kbgen) || exit 1
+fi
+cu="$examples/identity_cuda"
+torch="$examples/matmul_py"
+
+# step NAME CMD...: run CMD with stdout to NAME.json, stderr to NAME.log.
+step() {
+  local name=$1 start rc
+  shift
+  start=$(date +%s%N)
+  "$@" >"$out/$name.json" 2>"$out/$name.log"
+  rc=$?
+  echo "$name rc=$rc wall=$((($(date +%s%N) - start) / 1000000))ms" | tee -a "$out/summary.txt"
+}
+
+# runjob NAME PAYLOAD [PREFIX...]: kbgen run in its own directory; keeps
+# result.json and noise.json as NAME-result.json and NAME-noise.json.
+runjob() {
+  local name=$1 job=$2 dir
+  shift 2
+  dir="$out/$name"
+  mkdir -p "$dir"
+  step "$name" "$@" "$kbgen" run --payload-file "$job" --out "$dir/result.json" --no-upload --require-gpu
+}
+
+# gpuload SECONDS: another process looping bf16 matmuls on the same GPU.
+gpuload() {
+  python3 -c "
+import time, torch
+a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
+end = time.time() + $1
+while time.time() < end:
+    a @ a
+    torch.cuda.synchronize()
+" &
+}
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  nvcc --version | tail -n 1
+  python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
+  echo "cpus $(nproc)"; uname -r
+} >"$out/machine.txt" 2>&1
+
+for mode in test leaderboard; do
+  step "local-cu-$mode" "$kbgen" local --task "$cu" --submission "$cu/submission.cu" --mode "$mode" --queue nvidia-h100 --json
+  step "local-torch-$mode" "$kbgen" local --task "$torch" --submission "$torch/submission.py" --mode "$mode" --queue nvidia-h100 --json
+done
+"$kbgen" encode --task "$cu" --submission "$cu/submission.cu" --mode leaderboard >"$out/cu.b64" || exit 1
+"$kbgen" encode --task "$torch" --submission "$torch/submission.py" --mode leaderboard >"$out/torch.b64" || exit 1
+
+# The noise record under the retry policy: quiet (exit 0, clean), a foreign
+# process on the GPU (exit 75, noisy, retry), the same on the retry (exit 0,
+# recorded), a busy loop on the run's CPUs (exit 75).
+export KBGEN_NOISE_POLICY="max_steal_percent=5,max_foreign_percent=1,retry=true" KBGEN_RETRY_COUNT=0
+runjob run-cu "$out/cu.b64"
+runjob run-torch-quiet "$out/torch.b64"
+gpuload 70; load=$!; sleep 8
+runjob run-torch-gpu-neighbour "$out/torch.b64"
+KBGEN_RETRY_COUNT=1 runjob run-torch-gpu-neighbour-retry "$out/torch.b64"
+kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
+taskset -c 2 python3 -c 'import time; end = time.time() + 60
+while time.time() < end: pass' &
+load=$!
+runjob run-torch-cpu-hog "$out/torch.b64" taskset -c 2,3
+kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
+
+step qualify "$kbgen" node qualify --no-sandbox --json
+exit 0
