@@ -32,6 +32,12 @@ func exampleJobFile(t *testing.T, dir, example, submission string, mode payload.
 	if err != nil {
 		t.Fatal(err)
 	}
+	return jobFileFor(t, dir, example, src, mode)
+}
+
+// jobFileFor writes the job of example with the submission source src.
+func jobFileFor(t *testing.T, dir, example, src string, mode payload.Mode) string {
+	t.Helper()
 	cfg, err := examples.Config(example, mode, src)
 	if err != nil {
 		t.Fatal(err)
