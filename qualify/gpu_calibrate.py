@@ -1,7 +1,12 @@
 # kbgen node qualify's GPU calibration (run by kbgen with python3; needs
 # torch with CUDA or ROCm). The GPU is the first visible one: kbgen sets
 # CUDA_VISIBLE_DEVICES to the agent's GPU.
-#   calibrate RUNS REPS SIZE   -> one JSON line {"runs": [{"mean_ms": ...}, ...]}
+#   calibrate RUNS REPS WINDOW_MS SIZE
+#       -> one JSON line {"runs": [{"mean_ms": ...}, ...], "matmuls_per_sample": N}
+#       Each of a run's REPS samples times N back-to-back matmuls with one
+#       CUDA-event pair (N sized so a sample takes about WINDOW_MS: a
+#       single 0.2 ms matmul measures launch jitter); times are per matmul.
+#       A second of matmuls first brings the GPU up from idle clocks.
 #   load SECONDS SIZE          -> matmuls until SECONDS pass
 import json
 import sys
@@ -26,23 +31,27 @@ def main():
                 torch.mm(a, b)
             torch.cuda.synchronize()
         return
-    runs, reps = int(sys.argv[2]), int(sys.argv[3])
-    for _ in range(10):
-        torch.mm(a, b)
-    torch.cuda.synchronize()
+    runs, reps, window_ms = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+
+    def timed(n):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(n):
+            torch.mm(a, b)
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop)
+
+    warm_end = time.time() + 1.0
+    while time.time() < warm_end:
+        timed(20)
+    n = max(1, int(window_ms / (timed(20) / 20) + 0.999))
     out = []
     for _ in range(runs):
-        times = []
-        for _ in range(reps):
-            start = torch.cuda.Event(enable_timing=True)
-            stop = torch.cuda.Event(enable_timing=True)
-            start.record()
-            torch.mm(a, b)
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
+        times = [timed(n) / n for _ in range(reps)]
         out.append({"mean_ms": sum(times) / len(times), "min_ms": min(times)})
-    print(json.dumps({"device": torch.cuda.get_device_name(0), "size": size, "runs": out}))
+    print(json.dumps({"device": torch.cuda.get_device_name(0), "size": size, "matmuls_per_sample": n, "runs": out}))
 
 
 main()

@@ -27,10 +27,12 @@ const (
 type Options struct {
 	Plan     *node.Plan
 	Launcher Launcher
-	// Runs, Reps and RepDuration size each calibration; Iterations fixes
+	// Runs, Reps and RepDuration size each calibration (Runs quiet and
+	// Runs loaded, in Blocks alternating blocks); Iterations fixes
 	// the kernel's work (0: sized here so one repetition takes about
 	// RepDuration).
 	Runs, Reps  int
+	Blocks      int
 	RepDuration time.Duration
 	Iterations  int
 	// MaxCV, MaxShift and MaxSteal are the verdict's thresholds (percent).
@@ -42,6 +44,8 @@ type Options struct {
 	GPU *GPURunner
 	// GPUNote says why there is no GPU part, for the report.
 	GPUNote string
+	// Settle is the wait after starting a load (0: 300 ms).
+	Settle time.Duration
 	// Log receives one progress line per step.
 	Log io.Writer
 }
@@ -71,14 +75,19 @@ type AgentResult struct {
 	CPUs string `json:"cpus"`
 	// CVPercent is the quiet run-to-run coefficient of variation of the
 	// runs' mean times; LoadedCVPercent the same under load.
-	CVPercent       float64 `json:"cv_percent"`
-	LoadedCVPercent float64 `json:"loaded_cv_percent"`
-	// ShiftPercent is how much slower the loaded runs were on average.
-	ShiftPercent float64 `json:"shift_percent"`
+	CVPercent       float64  `json:"cv_percent"`
+	LoadedCVPercent *float64 `json:"loaded_cv_percent"`
+	// ShiftPercent is how much slower the loaded runs were on average;
+	// null (and LoadSkipped says why) when there was nothing to load.
+	ShiftPercent *float64 `json:"shift_percent"`
+	LoadSkipped  string   `json:"load_skipped,omitempty"`
 	// StealPercent is the worst hypervisor steal of any run.
-	StealPercent float64 `json:"steal_percent"`
-	QuietMeanMS  float64 `json:"quiet_mean_ms"`
-	LoadedMeanMS float64 `json:"loaded_mean_ms"`
+	StealPercent float64  `json:"steal_percent"`
+	QuietMeanMS  float64  `json:"quiet_mean_ms"`
+	LoadedMeanMS *float64 `json:"loaded_mean_ms"`
+	// PinnedCPU is the one CPU the calibration thread ran on (-1:
+	// floating, --floating's unpinned thread).
+	PinnedCPU int `json:"pinned_cpu"`
 	// NoisyRuns counts runs whose noise record was noisy; NoiseSources
 	// are the distinct reasons.
 	NoisyRuns    int      `json:"noisy_runs"`
@@ -142,6 +151,10 @@ func (o *Options) defaults() {
 	if o.Runs < 2 {
 		o.Runs = 8
 	}
+	if o.Blocks < 1 {
+		o.Blocks = 4
+	}
+	o.Blocks = min(o.Blocks, o.Runs)
 	if o.Reps < 1 {
 		o.Reps = 5
 	}
@@ -159,53 +172,105 @@ func (o *Options) defaults() {
 	}
 }
 
-func (o *Options) calArgs() []string {
-	return []string{"--runs", strconv.Itoa(o.Runs), "--reps", strconv.Itoa(o.Reps), "--iterations", strconv.Itoa(o.Iterations)}
+func (o *Options) calArgs(runs int) []string {
+	return []string{"--runs", strconv.Itoa(runs), "--reps", strconv.Itoa(o.Reps), "--iterations", strconv.Itoa(o.Iterations)}
 }
 
-// agent qualifies agents[i]: quiet, then with the others loaded.
+// noNeighbours is why an agent alone on its node has no loaded phase.
+const noNeighbours = "no other agent on this node: nothing to load, so no shift is measured"
+
+// agent qualifies agents[i]: a discarded warm-up, then quiet and loaded
+// blocks alternating (ABAB…, the others' load started and stopped per
+// block), so a slow drift of the machine (clocks, a hypervisor) falls on
+// both sides instead of showing as a shift. Alone on the node, it runs
+// the quiet blocks only.
 func (o *Options) agent(ctx context.Context, agents []node.Agent, i int) AgentResult {
 	a := agents[i]
-	res := AgentResult{Name: a.ID, CPUs: a.CPUSet, NoiseSources: []string{}}
+	res := AgentResult{Name: a.ID, CPUs: a.CPUSet, NoiseSources: []string{}, PinnedCPU: -1}
 	failed := func(err error) AgentResult {
 		res.Verdict, res.Error = "fail", err.Error()
 		return res
 	}
-	o.logf("%s: quiet calibration on CPUs %s", a.ID, a.CPUSet)
-	quiet, err := o.calibrate(ctx, a)
-	if err != nil {
-		return failed(fmt.Errorf("quiet calibration: %w", err))
+	o.logf("%s: warm-up on CPUs %s", a.ID, a.CPUSet)
+	if _, err := o.calibrate(ctx, a, 1); err != nil {
+		return failed(fmt.Errorf("warm-up: %w", err))
 	}
-	var stops []func()
-	loadFor := time.Duration(o.Runs*o.Reps)*o.RepDuration*4 + 2*time.Minute
-	for j, other := range agents {
-		if j == i {
-			continue
-		}
-		stop, err := o.Launcher.StartLoad(ctx, other, loadFor)
+	others := slices.Delete(slices.Clone(agents), i, i+1)
+	if len(others) == 0 {
+		o.logf("%s: quiet calibration (%s)", a.ID, noNeighbours)
+		quiet, err := o.calibrate(ctx, a, o.Runs)
 		if err != nil {
-			for _, s := range stops {
-				s()
-			}
-			return failed(fmt.Errorf("starting the load on %s: %w", other.ID, err))
+			return failed(fmt.Errorf("quiet calibration: %w", err))
 		}
-		stops = append(stops, stop)
+		o.judge(&res, quiet, nil)
+		return res
 	}
-	o.logf("%s: calibration with %d other agents loaded (CPU + memory bandwidth)", a.ID, len(stops))
-	time.Sleep(500 * time.Millisecond) // let the load reach its stride
-	loaded, err := o.calibrate(ctx, a)
-	for _, s := range stops {
-		s()
-	}
-	if err != nil {
-		return failed(fmt.Errorf("loaded calibration: %w", err))
+	o.logf("%s: %d quiet and %d loaded blocks alternating, %d other agents loaded (CPU + memory bandwidth)", a.ID, o.Blocks, o.Blocks, len(others))
+	quiet, loaded := &Calibration{CPU: -1}, &Calibration{CPU: -1}
+	for b := range o.Blocks {
+		runs := o.Runs/o.Blocks + btoi(b < o.Runs%o.Blocks)
+		q, err := o.calibrate(ctx, a, runs)
+		if err != nil {
+			return failed(fmt.Errorf("quiet calibration: %w", err))
+		}
+		quiet.add(q)
+		l, err := o.loadedBlock(ctx, a, others, runs)
+		if err != nil {
+			return failed(err)
+		}
+		loaded.add(l)
 	}
 	o.judge(&res, quiet, loaded)
 	return res
 }
 
-func (o *Options) calibrate(ctx context.Context, a node.Agent) (*Calibration, error) {
-	out, err := o.Launcher.Calibrate(ctx, a, o.calArgs())
+// loadedBlock runs one calibration block with every other agent loaded.
+func (o *Options) loadedBlock(ctx context.Context, a node.Agent, others []node.Agent, runs int) (*Calibration, error) {
+	loadFor := time.Duration(runs*o.Reps)*o.RepDuration*4 + time.Minute
+	var stops []func()
+	defer func() {
+		for _, s := range stops {
+			s()
+		}
+	}()
+	for _, other := range others {
+		stop, err := o.Launcher.StartLoad(ctx, other, loadFor)
+		if err != nil {
+			return nil, fmt.Errorf("starting the load on %s: %w", other.ID, err)
+		}
+		stops = append(stops, stop)
+	}
+	time.Sleep(o.settle()) // let the load reach its stride
+	c, err := o.calibrate(ctx, a, runs)
+	if err != nil {
+		return nil, fmt.Errorf("loaded calibration: %w", err)
+	}
+	return c, nil
+}
+
+// settle is the wait between starting a load and measuring under it.
+func (o *Options) settle() time.Duration {
+	if o.Settle > 0 {
+		return o.Settle
+	}
+	return 300 * time.Millisecond
+}
+
+// add appends another block's runs.
+func (c *Calibration) add(b *Calibration) {
+	c.Iterations, c.CPU = b.Iterations, b.CPU
+	c.Runs = append(c.Runs, b.Runs...)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (o *Options) calibrate(ctx context.Context, a node.Agent, runs int) (*Calibration, error) {
+	out, err := o.Launcher.Calibrate(ctx, a, o.calArgs(runs))
 	if err != nil {
 		return nil, err
 	}
@@ -219,14 +284,22 @@ func (o *Options) calibrate(ctx context.Context, a node.Agent) (*Calibration, er
 	return &c, nil
 }
 
-// judge fills the numbers and the verdict.
+// judge fills the numbers and the verdict; loaded nil means there was
+// no loaded phase (no neighbour), so no shift and no shift verdict.
 func (o *Options) judge(res *AgentResult, quiet, loaded *Calibration) {
-	q, l := means(quiet), means(loaded)
-	res.QuietMeanMS, res.LoadedMeanMS = round3(mean(q)), round3(mean(l))
-	res.CVPercent, res.LoadedCVPercent = round2(cv(q)), round2(cv(l))
-	res.ShiftPercent = round2(100 * (mean(l) - mean(q)) / mean(q))
+	q := means(quiet)
+	res.QuietMeanMS, res.CVPercent, res.PinnedCPU = round3(mean(q)), round2(cv(q)), quiet.CPU
+	all := quiet.Runs
+	if loaded == nil {
+		res.LoadSkipped = noNeighbours
+	} else {
+		l := means(loaded)
+		lm, lcv, shift := round3(mean(l)), round2(cv(l)), round2(100*(mean(l)-mean(q))/mean(q))
+		res.LoadedMeanMS, res.LoadedCVPercent, res.ShiftPercent = &lm, &lcv, &shift
+		all = slices.Concat(quiet.Runs, loaded.Runs)
+	}
 	seen := map[string]bool{}
-	for _, run := range slices.Concat(quiet.Runs, loaded.Runs) {
+	for _, run := range all {
 		res.StealPercent = max(res.StealPercent, run.StealPercent)
 		if run.Verdict == "noisy" {
 			res.NoisyRuns++
@@ -242,8 +315,8 @@ func (o *Options) judge(res *AgentResult, quiet, loaded *Calibration) {
 	if res.CVPercent > o.MaxCV {
 		res.Why = append(res.Why, fmt.Sprintf("quiet CV %.2f %% > %g %%", res.CVPercent, o.MaxCV))
 	}
-	if math.Abs(res.ShiftPercent) > o.MaxShift {
-		res.Why = append(res.Why, fmt.Sprintf("shift under load %+.2f %% beyond ±%g %%", res.ShiftPercent, o.MaxShift))
+	if res.ShiftPercent != nil && math.Abs(*res.ShiftPercent) > o.MaxShift {
+		res.Why = append(res.Why, fmt.Sprintf("shift under load %+.2f %% beyond ±%g %%", *res.ShiftPercent, o.MaxShift))
 	}
 	if res.StealPercent > o.MaxSteal {
 		res.Why = append(res.Why, fmt.Sprintf("steal up to %.1f %% > %g %%", res.StealPercent, o.MaxSteal))

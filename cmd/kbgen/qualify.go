@@ -28,6 +28,7 @@ type NodeQualifyCmd struct {
 	NoGPU        bool          `name:"no-gpu" help:"Leave the GPU flags out of the containers (a node whose engine has no GPU runtime). Also KBGEN_SANDBOX_NO_GPU=1."`
 	Runs         int           `default:"8" placeholder:"N" help:"Calibration runs per phase (quiet, loaded); the CV is over their means. Example: --runs 40"`
 	Reps         int           `default:"5" placeholder:"N" help:"Repetitions per run. Example: --reps 10"`
+	Blocks       int           `default:"4" placeholder:"N" help:"Alternating quiet/loaded block pairs the runs are split into (ABAB…, the others' load started and stopped per block), so a drifting machine does not show as a shift. Example: --blocks 8"`
 	RepTime      time.Duration `default:"12ms" name:"rep-time" placeholder:"D" help:"About how long one repetition of the kernel takes on this machine (sizes its work once, here). Example: --rep-time 50ms"`
 	MaxCV        float64       `default:"1" name:"max-cv" placeholder:"PCT" help:"Fail an agent whose quiet run-to-run CV is above PCT percent."`
 	MaxShift     float64       `default:"2" name:"max-shift" placeholder:"PCT" help:"Fail an agent whose mean moves more than PCT percent when the others are loaded."`
@@ -84,7 +85,7 @@ func (c *NodeQualifyCmd) Run(g *Globals) error {
 			NoGPU: c.NoGPU || g.Getenv(contract.EnvSandboxNoGPU) == "1", Tag: strconv.Itoa(os.Getpid())}
 	}
 	opts := qualify.Options{
-		Plan: p, Launcher: launcher, Runs: c.Runs, Reps: c.Reps, RepDuration: c.RepTime,
+		Plan: p, Launcher: launcher, Runs: c.Runs, Reps: c.Reps, Blocks: c.Blocks, RepDuration: c.RepTime,
 		MaxCV: c.MaxCV, MaxShift: c.MaxShift, MaxSteal: c.MaxSteal, Floating: c.Floating, Log: g.Stderr,
 	}
 	switch {
@@ -138,7 +139,10 @@ func printQualify(g *Globals, r *qualify.Report) {
 		if src == "" {
 			src = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%.2f\t%.2f\t%+.2f\t%.1f\t%d\t%s\t%s\n", a.Name, a.CPUs, a.CVPercent, a.LoadedCVPercent, a.ShiftPercent, a.StealPercent, a.NoisyRuns, src, verdict)
+		if a.LoadSkipped != "" {
+			verdict += " (" + a.LoadSkipped + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%.2f\t%s\t%s\t%.1f\t%d\t%s\t%s\n", a.Name, a.CPUs, a.CVPercent, pct(a.LoadedCVPercent, "%.2f"), pct(a.ShiftPercent, "%+.2f"), a.StealPercent, a.NoisyRuns, src, verdict)
 	}
 	w.Flush()
 	gpu := false
@@ -148,7 +152,7 @@ func printQualify(g *Globals, r *qualify.Report) {
 	if gpu {
 		fmt.Fprintln(g.Stdout)
 		w = tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "AGENT\tGPU\tMEAN MS\tCV %\tLOADED CV %\tSHIFT %\tNOISE SOURCES\tVERDICT")
+		fmt.Fprintln(w, "AGENT\tGPU\tMS PER MATMUL\tMATMULS PER SAMPLE\tCV %\tLOADED CV %\tSHIFT %\tNOISE SOURCES\tVERDICT")
 		for _, a := range r.Agents {
 			if a.GPU == nil {
 				continue
@@ -157,7 +161,11 @@ func printQualify(g *Globals, r *qualify.Report) {
 			if src == "" {
 				src = "-"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%.3f\t%.2f\t%.2f\t%+.2f\t%s\t%s\n", a.Name, a.GPU.Device, a.GPU.QuietMeanMS, a.GPU.CVPercent, a.GPU.LoadedCVPercent, a.GPU.ShiftPercent, src, strings.Join(append([]string{a.GPU.Verdict}, a.GPU.Why...), ": "))
+			verdict := strings.Join(append([]string{a.GPU.Verdict}, a.GPU.Why...), ": ")
+			if a.GPU.LoadSkipped != "" {
+				verdict += " (" + a.GPU.LoadSkipped + ")"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%.4f\t%d\t%.2f\t%s\t%s\t%s\t%s\n", a.Name, a.GPU.Device, a.GPU.QuietMeanMS, a.GPU.MatmulsPerSample, a.GPU.CVPercent, pct(a.GPU.LoadedCVPercent, "%.2f"), pct(a.GPU.ShiftPercent, "%+.2f"), src, verdict)
 		}
 		w.Flush()
 	}
@@ -167,6 +175,14 @@ func printQualify(g *Globals, r *qualify.Report) {
 	}
 	fmt.Fprintf(g.Stdout, "\n%s: %d agents via %s; thresholds CV %g %%, shift %g %%, steal %g %%; %d kernel steps per repetition; GPU part: %s\n",
 		state, len(r.Agents), r.Launcher, r.Thresholds.MaxCV, r.Thresholds.MaxShift, r.Thresholds.MaxSteal, r.Iterations, r.GPU)
+}
+
+// pct prints a percentage that may be absent (no loaded phase) as "-".
+func pct(p *float64, format string) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *p)
 }
 
 // NodeCalibrateCmd is the calibration (or the load) qualify runs on each
