@@ -41,7 +41,10 @@ func firstLine(b []byte) string {
 // Machine is what planning reads: sysfs, and the vendor tools' output
 // (given as fixtures, or nil to run the tool through Runner).
 type Machine struct {
-	Sys       fs.FS
+	Sys fs.FS
+	// MemInfo is /proc/meminfo's content (nil: not read): its MemTotal
+	// stands in when the NUMA nodes' memory falls far short of it.
+	MemInfo   []byte
 	NvidiaSMI []byte
 	RocmSMI   []byte
 	Runner    Runner
@@ -83,10 +86,15 @@ func PlanMachine(ctx context.Context, m Machine, opts PlanOptions) (*Plan, error
 	if err != nil {
 		return nil, err
 	}
+	note := fixHotplugMemory(topo, m.MemInfo)
 	if opts.CgroupVersion == 0 {
 		opts.CgroupVersion = CgroupVersion(m.Sys)
 	}
-	return MakePlan(topo, rt, gpus, func(g GPU) (int, bool, error) { return PCINUMANode(m.Sys, g.PCIBus) }, opts)
+	p, err := MakePlan(topo, rt, gpus, func(g GPU) (int, bool, error) { return PCINUMANode(m.Sys, g.PCIBus) }, opts)
+	if err == nil && note != "" {
+		p.Notes = append(p.Notes, note)
+	}
+	return p, err
 }
 
 // CgroupVersion is 2 when sys (a view of /sys) has the unified

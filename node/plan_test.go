@@ -21,7 +21,33 @@ func fixtureMachine(t *testing.T, box string) Machine {
 	if data, err := os.ReadFile("testdata/" + box + "/rocm-smi.json"); err == nil {
 		m.RocmSMI = data
 	}
+	if data, err := os.ReadFile("testdata/" + box + "/proc/meminfo"); err == nil {
+		m.MemInfo = data
+	}
 	return m
+}
+
+// TestHotplugMemoryFallsBackToMemTotal: a Firecracker VM's node0 meminfo
+// says 4.4 GiB of its 128 GiB (the rest hot-plugged outside the node), so
+// the default 16 GiB reservation failed every plan there.
+func TestHotplugMemoryFallsBackToMemTotal(t *testing.T) {
+	p := planFixture(t, "vm-hotplug", defaultOpts)
+	if len(p.Agents) != 2 || p.Agents[0].Memory != p.Agents[1].Memory || p.Agents[0].Memory == "" {
+		t.Fatalf("agents %+v", p.Agents)
+	}
+	if got := strings.Join(p.Notes, "\n"); !strings.Contains(got, "4.4 GiB of MemTotal's 125.8 GiB") || !strings.Contains(got, "split across 1 node") {
+		t.Errorf("notes %q: want the fallback explained", got)
+	}
+	// Without /proc/meminfo the node's own figure stands, and fails.
+	m := fixtureMachine(t, "vm-hotplug")
+	m.MemInfo = nil
+	if _, err := PlanMachine(context.Background(), m, defaultOpts); err == nil || !strings.Contains(err.Error(), "NUMA node 0 has 4 GiB") {
+		t.Errorf("without meminfo: %v", err)
+	}
+	// A machine whose nodes account for their memory keeps their figures.
+	if p := planFixture(t, "l40sx2", defaultOpts); strings.Contains(strings.Join(p.Notes, ""), "MemTotal") {
+		t.Errorf("l40sx2 notes %q", p.Notes)
+	}
 }
 
 func planFixture(t *testing.T, box string, opts PlanOptions) *Plan {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -39,6 +40,9 @@ func (m *machineFlags) plan(ctx context.Context, g *Globals, queue string) (*nod
 		return nil, withCode(exitcode.Usage, fmt.Errorf("--reserve-memory: %w", err))
 	}
 	mach := node.Machine{Sys: os.DirFS(m.Sysfs), Runner: node.ExecRunner{}}
+	// /proc/meminfo beside the /sys tree (/proc for /sys; DIR/../proc in a
+	// fixture): absent is fine, the NUMA nodes' figures then stand.
+	mach.MemInfo, _ = os.ReadFile(filepath.Join(filepath.Dir(filepath.Clean(m.Sysfs)), "proc", "meminfo"))
 	if m.NvidiaSMI != "" {
 		if mach.NvidiaSMI, err = os.ReadFile(m.NvidiaSMI); err != nil {
 			return nil, withCode(exitcode.Usage, fmt.Errorf("--nvidia-smi: %w", err))
