@@ -210,6 +210,9 @@ func TestDirectOnThisMachine(t *testing.T) {
 		if a.Error != "" || a.QuietMeanMS <= 0 || a.LoadedMeanMS == nil || *a.LoadedMeanMS <= 0 || (a.Verdict != "pass" && len(a.Why) == 0) {
 			t.Errorf("agent %+v", a)
 		}
+		if fmt.Sprint(a.PinnedCPU) != a.CPUs {
+			t.Errorf("agent %s: calibration thread on CPU %d, want pinned to its one CPU", a.Name, a.PinnedCPU)
+		}
 	}
 }
 
