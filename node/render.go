@@ -187,6 +187,11 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		ad := d
 		ad.Agent = a
 		ad.Env = a.Env(p.Runtime, p.CgroupVersion)
+		if opts.VerificationJWKS != nil {
+			// kbgen sandbox checks each step's own signature with it: the
+			// agent (v3.50) does not verify on the job's path.
+			ad.Env = append(ad.Env, EnvVar{Name: contract.EnvVerificationKey, Value: JWKSFile})
+		}
 		dir := path.Join(ConfigDir, a.ID)
 		if err := add(path.Join(dir, "buildkite-agent.cfg"), "buildkite-agent.cfg.tmpl", 0o644, ad); err != nil {
 			return nil, err

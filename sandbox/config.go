@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"path"
 	"reflect"
 	"strconv"
 	"strings"
@@ -69,14 +68,8 @@ func pluginFromJSON(js []byte) (map[string]any, bool, error) {
 	return nil, false, nil
 }
 
-// pluginNameOf mirrors the agent's naming: the last path element of the
-// source without "#ref", ".git" or "-buildkite-plugin".
-func pluginNameOf(source string) string {
-	source, _, _ = strings.Cut(source, "#")
-	name := path.Base(strings.TrimRight(source, "/"))
-	name = strings.TrimSuffix(name, ".git")
-	return strings.TrimSuffix(name, "-buildkite-plugin")
-}
+// pluginNameOf is the agent's name for a plugin source (steps.PluginName).
+func pluginNameOf(source string) string { return steps.PluginName(source) }
 
 // envKey is the agent's env spelling of a config key.
 func envKey(key string) string {

@@ -11,7 +11,8 @@ import (
 
 // ExitCode is kbgen sandbox's exit code for an error from NewJob or
 // Job.Run: a refusal is this agent's (75, retried elsewhere), a bad plugin
-// config the step's (2), a re-routed step or a bad payload the job's (65).
+// config the step's (2), a re-routed or tampered step or a bad payload the
+// job's (65).
 func ExitCode(err error) int {
 	switch {
 	case err == nil:
@@ -20,7 +21,7 @@ func ExitCode(err error) int {
 		return exitcode.TempFail
 	case IsConfigError(err):
 		return exitcode.Usage
-	case errors.As(err, new(*signing.MisroutedError)), payload.IsJobError(err):
+	case errors.As(err, new(*signing.MisroutedError)), errors.As(err, new(*signing.StepSignatureError)), payload.IsJobError(err):
 		return exitcode.BadJob
 	}
 	return exitcode.Failure

@@ -38,7 +38,8 @@ type Job struct {
 
 // NewJob reads the plugin config, the placement and the payload from the
 // environment and plans the container. Errors: ConfigError (exit 2),
-// RefusedError (75), *signing.MisroutedError or a payload.Error (65).
+// RefusedError (75), *signing.MisroutedError, *signing.StepSignatureError
+// (a step changed after signing, CheckStepSignature) or a payload.Error (65).
 func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if len(req.Command) == 0 {
 		return nil, configErrorf("", "no command to run in the container")
@@ -72,6 +73,12 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if jobID == "" {
 		jobID = "local-" + strconv.Itoa(os.Getpid())
 	} else if err := signing.CheckQueueBinding(lookup); err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		encoded = ""
+	}
+	if err := CheckStepSignature(lookup, req.Command, cfg, encoded); err != nil {
 		return nil, err
 	}
 	name := ContainerName(jobID)

@@ -2,7 +2,12 @@
 // step per backend, its plugin blocks, retry rules, timeouts and priority.
 package steps
 
-import "github.com/gpu-mode/kbgen/internal/contract"
+import (
+	"path"
+	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+)
 
 // GPUDockerPluginSource is the local plugin in this repository that runs a
 // step through `kbgen sandbox` (.buildkite/plugins/gpu-docker).
@@ -36,3 +41,13 @@ type GPUDockerConfig struct {
 
 // GPUDockerEnvPrefix prefixes the env vars the agent sets from the config.
 const GPUDockerEnvPrefix = "BUILDKITE_PLUGIN_GPU_DOCKER_"
+
+// PluginName mirrors the agent's naming of a plugin: the last path element
+// of its source without "#ref", ".git" or "-buildkite-plugin"
+// (./.buildkite/plugins/gpu-docker → gpu-docker).
+func PluginName(source string) string {
+	source, _, _ = strings.Cut(source, "#")
+	name := path.Base(strings.TrimRight(source, "/"))
+	name = strings.TrimSuffix(name, ".git")
+	return strings.TrimSuffix(name, "-buildkite-plugin")
+}

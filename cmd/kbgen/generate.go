@@ -12,6 +12,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/signing"
 )
@@ -130,6 +131,15 @@ func (c *GenerateCmd) loadSigningKey(g *Globals) error {
 func (c *GenerateCmd) sign(g *Globals, p *pipeline.Pipeline) error {
 	if c.key == nil {
 		return nil
+	}
+	// The build's payload, as the eval job will see it; "" when it has
+	// none in the env (a --payload-file run), as the sandbox would see it.
+	sum := ""
+	if encoded, err := payload.JoinEnv(g.LookupEnv); err == nil {
+		sum = payload.Checksum(encoded)
+	}
+	if err := pipelinegen.SignEvalStep(p, c.key, sum); err != nil {
+		return err
 	}
 	if err := pipelinegen.Sign(context.Background(), p, c.key, c.RepoURL); err != nil {
 		return err

@@ -83,6 +83,19 @@ const (
 	// EnvInSandbox=1 tells the runner it runs in a container the sandbox
 	// started (so the sandbox already checked the step's routing).
 	EnvInSandbox = "KBGEN_SANDBOX"
+	// EnvStepSignature is kbgen's own signature of the eval step: a compact
+	// JWS over signing.StepClaim (command, plugins, gpu-docker config, step
+	// env, payload SHA-256, queue), put in the step's env by `kbgen
+	// generate --signing-key` and checked by `kbgen sandbox` on a node that
+	// sets EnvVerificationKey. buildkite-agent v3.50 never verifies
+	// Buildkite's own step signature on the job's path; this one is.
+	EnvStepSignature = "KBGEN_STEP_SIGNATURE"
+	// EnvVerificationKey is the public JWKS file `kbgen sandbox` verifies
+	// EnvStepSignature with. The agent's environment hook (written by
+	// `kbgen node install --verification-key`) exports it, after the step's
+	// env, so a step cannot turn the check off; unset, steps are not
+	// checked.
+	EnvVerificationKey = "KBGEN_VERIFICATION_KEY"
 	// EnvSandboxNoGPU=1 is `kbgen sandbox --no-gpu` from the environment, so
 	// an agent-driven test can turn the GPU flags off through the hook. It
 	// only ever grants less.

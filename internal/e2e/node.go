@@ -61,8 +61,8 @@ func readEnvFile(path string) ([]string, error) {
 
 // PrepareHooks copies the agent's hooks (environment, post-checkout) into
 // dir/hooks. Under a staging root the copies point at the root's pinned
-// plugin instead of the node path the hooks were rendered for; under / they
-// are the hooks as installed.
+// plugin and verification key instead of the node paths the hooks were
+// rendered for; under / they are the hooks as installed.
 func (na NodeAgent) PrepareHooks(root, dir string) error {
 	src := filepath.Join(root, node.ConfigDir, na.Plan.ID, "hooks")
 	dst := filepath.Join(dir, "hooks")
@@ -80,6 +80,7 @@ func (na NodeAgent) PrepareHooks(root, dir string) error {
 			return err
 		}
 		b = bytes.ReplaceAll(b, []byte(node.PluginDir), []byte(pinned))
+		b = bytes.ReplaceAll(b, []byte(node.JWKSFile), []byte(filepath.Join(root, node.JWKSFile)))
 		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o755); err != nil {
 			return err
 		}
