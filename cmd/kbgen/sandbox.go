@@ -42,12 +42,17 @@ request beyond what the agent owns, or a missing placement, exits 75 so
 Buildkite retries elsewhere. In a Buildkite job (BUILDKITE_JOB_ID set) the
 step's signed KERNELBOT_QUEUE must equal the agent's queue tag,
 BUILDKITE_AGENT_META_DATA_QUEUE, or the job is refused (65); a run by hand,
-with no BUILDKITE_JOB_ID, skips that check.
+with no BUILDKITE_JOB_ID, skips that check. Where the agent's environment
+hook sets KBGEN_VERIFICATION_KEY (kbgen node install --verification-key),
+the step's KBGEN_STEP_SIGNATURE must verify with it and sign exactly this
+command, plugin config, step env, payload and queue, or the step is refused
+(65): it was changed after kbgen generate signed it.
 
 The payload (KERNELBOT_PAYLOAD or its pieces) reaches the container as a
 read-only file, never in argv; the container's environment is an
 allow-list. Exit status: the container's; 75 when refused or when docker
-could not start it; 65 for a bad payload or a re-routed step; 2 for a bad
+could not start it; 65 for a bad payload, a re-routed step or one changed
+after signing; 2 for a bad
 plugin config.
 
 One job by hand, from the repository root: this kbgen is mounted into the

@@ -72,6 +72,8 @@ type harnessOpts struct {
 	minute               time.Duration
 	noControl            bool
 	noAgents             bool // render the node, start no agent
+	// rewriteUpload plays a compromised Buildkite (fakebuildkite.Options).
+	rewriteUpload func([]byte) []byte
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -125,7 +127,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 
 	repo := filepath.Join(h.dir, "repo")
 	must(t, MakeRepo(repo, srcRoot(t)))
-	h.srv, err = fakebuildkite.NewLive(fakebuildkite.Options{Repo: repo, Minute: o.minute, LostAfter: 5 * time.Second})
+	h.srv, err = fakebuildkite.NewLive(fakebuildkite.Options{Repo: repo, Minute: o.minute, LostAfter: 5 * time.Second, RewriteUpload: o.rewriteUpload})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -313,7 +313,11 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, j *liveJob) {
 		writeJSON(w, http.StatusCreated, map[string]any{})
 		return
 	}
-	specs, err := parseSteps(req.Pipeline, nil)
+	src := []byte(req.Pipeline)
+	if rw := s.live.opts.RewriteUpload; rw != nil {
+		src = rw(src)
+	}
+	specs, err := parseSteps(src, nil)
 	if err != nil {
 		agentError(w, http.StatusUnprocessableEntity, "%v", err)
 		return

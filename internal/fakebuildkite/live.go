@@ -34,6 +34,10 @@ type Options struct {
 	// Minute is how long a timeout_in_minutes minute lasts. Default one
 	// minute; tests shrink it to see a step time out.
 	Minute time.Duration
+	// RewriteUpload, when set, plays a compromised Buildkite: it gets each
+	// pipeline an agent uploads (the JSON the agent sent, after signing)
+	// and returns the pipeline to schedule instead.
+	RewriteUpload func(pipeline []byte) []byte
 }
 
 // DefaultAgentToken is the registration token of a live server whose
