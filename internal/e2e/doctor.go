@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/node"
+	"github.com/gpu-mode/kbgen/signing"
 )
 
 // DoctorOptions say which node agent `kbgen doctor --e2e` proves.
@@ -118,10 +120,14 @@ func RunDoctor(ctx context.Context, opts DoctorOptions) (*DoctorReport, error) {
 	if err := na.PrepareHooks(opts.Root, dir); err != nil {
 		return nil, err
 	}
+	signingKey, err := doctorKeys(opts.Root, tmp, dir)
+	if err != nil {
+		return nil, err
+	}
 	path := "PATH=" + filepath.Dir(opts.Kbgen) + ":" + os.Getenv("PATH")
 	name := "doctor-" + na.Plan.ID
 	a, err := StartAgent(AgentSpec{Binary: opts.AgentBinary, Name: name, Endpoint: srv.AgentEndpoint(), Token: srv.AgentToken(),
-		Config: na.Config, Dir: dir, Env: append(append([]string{}, na.Env...), path, "HOME="+dir)})
+		Config: na.Config, Dir: dir, Env: append(append([]string{}, na.Env...), path, "HOME="+dir, contract.EnvSigningKey+"="+signingKey)})
 	if err != nil {
 		return nil, err
 	}
@@ -173,4 +179,30 @@ func commitAll(dir string) error {
 		}
 	}
 	return nil
+}
+
+// doctorKeys makes a throwaway signing key for the doctor's own bootstrap
+// (a vendor does not hold Kernelbot's) and points the copied environment
+// hook in agentDir at its public half instead of the node's verification
+// key, so a node that verifies steps checks the doctor's step for real.
+// It returns the private key file.
+func doctorKeys(root, tmp, agentDir string) (string, error) {
+	kp, err := signing.Generate("", "kbgen-doctor")
+	if err != nil {
+		return "", err
+	}
+	priv, pub := filepath.Join(tmp, "doctor-signing.jwks"), filepath.Join(tmp, "doctor-verification.jwks")
+	if err := os.WriteFile(priv, kp.Private, 0o600); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(pub, kp.Public, 0o644); err != nil {
+		return "", err
+	}
+	hook := filepath.Join(agentDir, "hooks", "environment")
+	b, err := os.ReadFile(hook)
+	if err != nil {
+		return "", err
+	}
+	b = bytes.ReplaceAll(b, []byte(filepath.Join(root, node.JWKSFile)), []byte(pub))
+	return priv, os.WriteFile(hook, b, 0o755)
 }
