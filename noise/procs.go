@@ -162,12 +162,31 @@ func foreignReport(procRoot string, self int, cpus []int, before, after map[int]
 	return r
 }
 
-// containerEvidence says why this looks like a container, "" when nothing
-// does. pid 1's name proves nothing: a Firecracker VM's init is
-// process_api, and the VM sees every process. The marker files the
-// engines write (beside procRoot, so a test tree can hold them) and pid
-// 1's cgroup path naming an engine do.
+// initPidNS is /proc/self/ns/pid in the kernel's initial pid namespace
+// (PROC_PID_INIT_INO): a process there sees every process of the machine.
+const initPidNS = "pid:[4026531836]"
+
+// containerEvidence says why only the container's own processes may be
+// visible, "" when nothing says so. The pid namespace decides where it can
+// be read: the lent H100's Firecracker VM runs a rootfs exported from a
+// Docker image, /.dockerenv and all, yet sees every process. Otherwise pid
+// 1's name proves nothing either (that VM's init is process_api); the
+// marker files the engines write (beside procRoot, so a test tree can hold
+// them) and pid 1's cgroup path naming an engine are the evidence.
 func containerEvidence(procRoot string) string {
+	ns, err := os.Readlink(filepath.Join(procRoot, "self", "ns", "pid"))
+	if err == nil && ns == initPidNS {
+		return ""
+	}
+	if why := engineEvidence(procRoot); why != "" || err != nil {
+		return why
+	}
+	return "its own pid namespace " + ns
+}
+
+// engineEvidence is a container engine's trace: a marker file or pid 1's
+// cgroup; "" when there is none.
+func engineEvidence(procRoot string) string {
 	root := filepath.Dir(procRoot)
 	for _, f := range []string{".dockerenv", "run/.containerenv"} {
 		if _, err := os.Stat(filepath.Join(root, f)); err == nil {

@@ -22,6 +22,11 @@ func TestContainerNoteNeedsEvidence(t *testing.T) {
 		{"podman marker", map[string]string{"proc/1/comm": "sh\n", "run/.containerenv": ""}, "/run/.containerenv exists"},
 		{"cgroup v1 path", map[string]string{"proc/1/comm": "bash\n", "proc/1/cgroup": "12:cpuset:/docker/0123abcd\n"}, "pid 1's cgroup is /docker/0123abcd"},
 		{"kubernetes", map[string]string{"proc/1/comm": "pause\n", "proc/1/cgroup": "0::/kubepods/besteffort/pod1\n"}, "kubepods"},
+		// The lent H100: a VM whose rootfs came from a Docker image keeps
+		// /.dockerenv, but the initial pid namespace sees every process.
+		{"VM from a docker image", map[string]string{"proc/1/comm": "process_api\n", ".dockerenv": "", "proc/self/ns/pid": "-> " + initPidNS}, ""},
+		{"own pid namespace, no marker", map[string]string{"proc/1/comm": "sh\n", "proc/1/cgroup": "0::/\n", "proc/self/ns/pid": "-> pid:[4026532201]"}, "its own pid namespace pid:[4026532201]"},
+		{"own pid namespace and a marker", map[string]string{"proc/1/comm": "sh\n", ".dockerenv": "", "proc/self/ns/pid": "-> pid:[4026532201]"}, "/.dockerenv exists"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -29,6 +34,12 @@ func TestContainerNoteNeedsEvidence(t *testing.T) {
 				p := filepath.Join(root, name)
 				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 					t.Fatal(err)
+				}
+				if target, ok := strings.CutPrefix(body, "-> "); ok {
+					if err := os.Symlink(target, p); err != nil {
+						t.Fatal(err)
+					}
+					continue
 				}
 				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 					t.Fatal(err)
