@@ -249,15 +249,7 @@ func (d *Doctor) checkIsolation(ctx context.Context, p *Plan, a *Agent, dockerOK
 	if !dockerOK {
 		return fail(name, "not checked: docker is not reachable")
 	}
-	env := a.Env(p.Runtime, p.CgroupVersion)
-	pl, err := sandbox.PlacementFromEnv(func(k string) (string, bool) {
-		for _, e := range env {
-			if e.Name == k {
-				return e.Value, true
-			}
-		}
-		return "", false
-	})
+	pl, err := sandbox.PlacementFromEnv(a.EnvLookup(p.Runtime, p.CgroupVersion))
 	if err != nil {
 		return fail(name, "%v", err)
 	}

@@ -47,3 +47,18 @@ func (a *Agent) Env(rt contract.Runtime, cgroupVersion int) []EnvVar {
 	}
 	return env
 }
+
+// EnvLookup is Env as the job would see it, for code that reads a
+// placement the way `kbgen sandbox` does (sandbox.PlacementFromEnv) without
+// an environment hook in between: doctor's isolation probe, node qualify.
+func (a *Agent) EnvLookup(rt contract.Runtime, cgroupVersion int) func(string) (string, bool) {
+	env := a.Env(rt, cgroupVersion)
+	return func(name string) (string, bool) {
+		for _, e := range env {
+			if e.Name == name {
+				return e.Value, true
+			}
+		}
+		return "", false
+	}
+}

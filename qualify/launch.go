@@ -43,15 +43,7 @@ type Docker struct {
 func (d *Docker) Name() string { return "sandbox (docker)" }
 
 func (d *Docker) spec(a node.Agent, name string, args []string) (*sandbox.Spec, string, error) {
-	env := a.Env(d.Plan.Runtime, d.Plan.CgroupVersion)
-	pl, err := sandbox.PlacementFromEnv(func(k string) (string, bool) {
-		for _, e := range env {
-			if e.Name == k {
-				return e.Value, true
-			}
-		}
-		return "", false
-	})
+	pl, err := sandbox.PlacementFromEnv(a.EnvLookup(d.Plan.Runtime, d.Plan.CgroupVersion))
 	if err != nil {
 		return nil, "", err
 	}
