@@ -38,3 +38,17 @@ func CheckQueue(p *Plan, reg *pipelinegen.Registry) error {
 	}
 	return nil
 }
+
+// QueueImage is the runner image of p's queue in the registry, or "" when
+// the plan names no queue or the registry does not know it: the image
+// doctor's isolation probe runs unless one is given.
+func QueueImage(p *Plan, reg *pipelinegen.Registry) string {
+	if p == nil || p.Queue == "" {
+		return ""
+	}
+	v, err := reg.Lookup(p.Queue)
+	if err != nil {
+		return ""
+	}
+	return v.Image
+}

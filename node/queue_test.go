@@ -42,3 +42,31 @@ func TestCheckQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueImage: the probe image follows the registry in use, so a
+// vendor file (--vendors, KBGEN_VENDORS) is honoured, not the built-in one.
+func TestQueueImage(t *testing.T) {
+	builtin, err := pipelinegen.LoadRegistry("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h100, err := builtin.Lookup("nvidia-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		plan *Plan
+		want string
+	}{
+		{"installed queue", &Plan{Queue: "nvidia-h100"}, h100.Image},
+		{"alias", &Plan{Queue: "h100"}, h100.Image},
+		{"no queue", &Plan{}, ""},
+		{"unknown queue", &Plan{Queue: "brand-new-queue"}, ""},
+		{"no plan", nil, ""},
+	} {
+		if got := QueueImage(tt.plan, builtin); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

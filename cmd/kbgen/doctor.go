@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/node"
-	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
@@ -20,6 +19,7 @@ type DoctorCmd struct {
 	Timeout        time.Duration `default:"5m" help:"Give up on the whole check after this long. Example: --timeout 10m"`
 	E2E            bool          `name:"e2e" help:"Instead of the checks: prove the whole Buildkite path on this node. Starts a local Buildkite and one temporary agent with this node's real config, environment and hooks for --gpu, runs the example job through kbgen submit, prints its FullResult and the time each phase took, and removes everything. Needs buildkite-agent, git and docker. Example: kbgen doctor --e2e --gpu 0"`
 	GPU            int           `name:"gpu" default:"0" placeholder:"N" help:"With --e2e: the GPU whose agent config is used. Example: --gpu 3"`
+	Vendors        string        `placeholder:"FILE" help:"Vendor registry YAML replacing the built-in one (for the probe's default image). Default: KBGEN_VENDORS."`
 }
 
 // Help is shown after the flags.
@@ -49,7 +49,12 @@ func (c *DoctorCmd) Run(g *Globals) error {
 	if !c.SkipContainers {
 		d.Image = c.Image
 		if d.Image == "" {
-			d.Image = registryImage(c.Root)
+			reg, err := loadRegistry(g, c.Vendors)
+			if err != nil {
+				return err
+			}
+			plan, _ := node.ReadInstalledPlan(c.Root) // none installed: doctor's own check says so
+			d.Image = node.QueueImage(plan, reg)
 		}
 		exe, err := os.Executable()
 		if err != nil {
@@ -80,22 +85,4 @@ func (c *DoctorCmd) Run(g *Globals) error {
 		return silentExit(exitcode.Failure)
 	}
 	return nil
-}
-
-// registryImage is the runner image of the installed plan's queue, or ""
-// when there is no plan or the queue is not in the registry.
-func registryImage(root string) string {
-	p, err := node.ReadInstalledPlan(root)
-	if err != nil {
-		return ""
-	}
-	reg, err := pipelinegen.LoadRegistry("")
-	if err != nil {
-		return ""
-	}
-	v, err := reg.Lookup(p.Queue)
-	if err != nil {
-		return ""
-	}
-	return v.Image
 }

@@ -24,6 +24,7 @@ type NodeQualifyCmd struct {
 	machineFlags `embed:""`
 	Root         string        `default:"/" placeholder:"DIR" help:"Read the plan installed under DIR (kbgen node install); when none is installed the machine is planned afresh with the flags above. Example: --root /tmp/stage"`
 	Image        string        `placeholder:"IMAGE" help:"Image the calibration containers run (any image: the static kbgen is mounted into it). Default: the vendor registry's image for the plan's queue. Example: --image ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1"`
+	Vendors      string        `placeholder:"FILE" help:"Vendor registry YAML replacing the built-in one (for the default --image). Default: KBGEN_VENDORS."`
 	NoSandbox    bool          `name:"no-sandbox" help:"Run the calibration and the load as processes pinned to each agent's CPUs (sched_setaffinity) instead of through the sandbox's docker run: for a host without docker."`
 	NoGPU        bool          `name:"no-gpu" help:"Leave the GPU flags out of the containers (a node whose engine has no GPU runtime). Also KBGEN_SANDBOX_NO_GPU=1."`
 	Runs         int           `default:"8" placeholder:"N" help:"Calibration runs per phase (quiet, loaded); the CV is over their means. Example: --runs 40"`
@@ -73,7 +74,11 @@ func (c *NodeQualifyCmd) Run(g *Globals) error {
 	if !c.NoSandbox {
 		image := c.Image
 		if image == "" {
-			image = registryImage(c.Root)
+			reg, err := loadRegistry(g, c.Vendors)
+			if err != nil {
+				return err
+			}
+			image = node.QueueImage(p, reg)
 		}
 		if image == "" {
 			return withCode(exitcode.Usage, errors.New("no image for the calibration containers: pass --image (any image; kbgen itself is mounted), or --no-sandbox"))
