@@ -57,6 +57,9 @@ type Record struct {
 	Runs map[string]*Run `json:"runs"`
 	// CostMS is the time spent sampling, all runs together.
 	CostMS float64 `json:"cost_ms"`
+	// Host is what `kbgen sandbox` saw from the host around the whole
+	// job (MergeHost); absent when the job ran without the sandbox.
+	Host *HostSection `json:"host,omitempty"`
 }
 
 // Reason is one finding that makes a run noisy.

@@ -174,6 +174,9 @@ func (r *Record) summary() string {
 	if foreign >= 0 {
 		parts = append(parts, fmt.Sprintf("foreign CPU %.1f %%", foreign))
 	}
+	if r.Host != nil && r.Host.Foreign.Status == OK {
+		parts = append(parts, fmt.Sprintf("host-seen foreign CPU %.1f %% over the whole job", r.Host.Foreign.CPUPercent))
+	}
 	parts = append(parts, "noise.json")
 	return strings.Join(parts, ", ")
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/signing"
 )
@@ -34,6 +35,11 @@ type Job struct {
 	Stage   Stage
 	Runner  string
 	payload string
+	// policy is the queue's noise policy (contract.EnvNoisePolicy), which
+	// judges the host section of noise.json.
+	policy noise.Policy
+	// procRoot is /proc ("" means /proc); tests point it at a fixture.
+	procRoot string
 }
 
 // NewJob reads the plugin config, the placement and the payload from the
@@ -113,7 +119,10 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: encoded}, nil
+	// The runner refuses a bad policy inside the container; the host
+	// section then judges with the defaults.
+	policy, _ := noise.ParsePolicy(get(contract.EnvNoisePolicy))
+	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: encoded, policy: policy.WithDefaults()}, nil
 }
 
 // StageBase is the directory stages go under: dir when given, else under
@@ -138,6 +147,11 @@ type Outcome struct {
 	Code    int
 	Copied  []string
 	Skipped []string
+	// HostNoise is the host section merged into noise.json; nil when the
+	// runner wrote no noise.json.
+	HostNoise *noise.HostSection
+	// HostNoiseErr is a failure merging it; the exit code stands.
+	HostNoiseErr error
 	// CollectErr is a failure copying results back; the exit code stands.
 	CollectErr error
 }
@@ -163,11 +177,24 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 		}
 	}
 	l.logf("kbgen sandbox: %s", j.Spec.Summary())
+	watch := noise.BeginHost(noise.HostConfig{ProcRoot: j.procRoot, CPUs: j.Spec.CPUs()})
 	code, err := l.Run(ctx, j.Spec)
 	if err != nil {
 		return Outcome{}, err
 	}
+	host := watch.End(j.policy)
 	o := Outcome{Code: code}
 	o.Copied, o.Skipped, o.CollectErr = j.Stage.Collect(outDir)
+	o.HostNoise, o.HostNoiseErr = j.mergeHostNoise(outDir, host)
 	return o, nil
+}
+
+// mergeHostNoise adds the host section to the noise.json copied back
+// into outDir, before anything publishes it; nil when there is none.
+func (j *Job) mergeHostNoise(outDir string, h *noise.HostSection) (*noise.HostSection, error) {
+	merged, err := noise.MergeHost(filepath.Join(outDir, contract.NoiseFile), h)
+	if !merged {
+		return nil, err
+	}
+	return h, err
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -104,6 +105,26 @@ type Options struct {
 type Spec struct {
 	Name  string
 	Lines [][]string
+}
+
+// CPUs is the container's cpuset (--cpuset-cpus); nil when the spec
+// sets none.
+func (s *Spec) CPUs() []int {
+	cpus, err := cpulist.Parse(s.CPUSet())
+	if err != nil || len(cpus) == 0 {
+		return nil
+	}
+	return cpus
+}
+
+// CPUSet is the --cpuset-cpus value as planned; "" when none.
+func (s *Spec) CPUSet() string {
+	for _, l := range s.Lines {
+		if len(l) == 2 && l[0] == "--cpuset-cpus" {
+			return l[1]
+		}
+	}
+	return ""
 }
 
 // Argv is the docker argv after "docker".

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
@@ -104,6 +105,11 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	}
 	if out.CollectErr != nil {
 		fmt.Fprintf(g.Stderr, "kbgen sandbox: %v\n", out.CollectErr)
+	}
+	if out.HostNoiseErr != nil {
+		fmt.Fprintf(g.Stderr, "kbgen sandbox: %v\n", out.HostNoiseErr)
+	} else if h := out.HostNoise; h != nil {
+		fmt.Fprintf(g.Stderr, "kbgen sandbox: noise seen from the host over the whole job: %s (foreign CPU %.1f %% of CPUs %s); recorded in %s, the exit code stands\n", h.Verdict, h.Foreign.CPUPercent, h.CPUs, contract.NoiseFile)
 	}
 	return exitWith(out.Exit())
 }
