@@ -2,6 +2,7 @@ package pipelinegen
 
 import (
 	"encoding/json"
+	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,16 +12,12 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
-// agentBinary finds the real buildkite-agent (v3.50.0, installed by
-// .ci/run), or skips.
+// agentBinary finds the real buildkite-agent (bkagent.Installed), or skips.
 func agentBinary(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("KBGEN_BUILDKITE_AGENT"); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("buildkite-agent")
+	p, err := bkagent.Installed(os.Getenv)
 	if err != nil {
-		t.Skip("SKIP: buildkite-agent not on PATH (install: go install github.com/buildkite/agent/v3@v3.50.0, as buildkite-agent); the agent dry-run of golden pipelines was not run")
+		t.Skipf("SKIP: %v; the agent dry-run of golden pipelines was not run", err)
 	}
 	return p
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,21 +27,14 @@ import (
 	"github.com/gpu-mode/kbgen/steps"
 )
 
-// buildkiteAgent finds the real agent: buildkite-agent on PATH, or where
-// the CI script installs it (GOBIN=/tmp/bkbin go install
-// github.com/buildkite/agent/v3@v3.50.0), or $KBGEN_BUILDKITE_AGENT.
+// buildkiteAgent finds the real agent (bkagent.Installed), or skips.
 func buildkiteAgent(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{os.Getenv("KBGEN_BUILDKITE_AGENT"), "buildkite-agent", "/tmp/bkbin/agent"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
+	p, err := bkagent.Installed(os.Getenv)
+	if err != nil {
+		t.Skipf("%v; bootstrap integration test skipped", err)
 	}
-	t.Skip("no buildkite-agent binary (install: GOBIN=/tmp/bkbin go install github.com/buildkite/agent/v3@v3.50.0); bootstrap integration test skipped")
-	return ""
+	return p
 }
 
 // agentJob is one job run by the real `buildkite-agent bootstrap`, as an

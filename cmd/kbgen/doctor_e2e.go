@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/e2e"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
@@ -17,8 +18,12 @@ func (c *DoctorCmd) runE2E(ctx context.Context, g *Globals) error {
 	if err != nil {
 		return fmt.Errorf("finding kbgen's own binary: %w", err)
 	}
+	agent, err := bkagent.Installed(g.Getenv)
+	if err != nil {
+		return withCode(exitcode.Failure, fmt.Errorf("doctor --e2e: %w", err))
+	}
 	rep, err := e2e.RunDoctor(ctx, e2e.DoctorOptions{
-		Root: c.Root, GPU: c.GPU, Kbgen: exe, Image: c.Image, Timeout: c.Timeout,
+		Root: c.Root, GPU: c.GPU, Kbgen: exe, AgentBinary: agent, Image: c.Image, Timeout: c.Timeout,
 		Progress: func(format string, args ...any) { fmt.Fprintf(g.Stderr, "kbgen doctor: "+format+"\n", args...) },
 	})
 	if err != nil {

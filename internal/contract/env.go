@@ -144,3 +144,8 @@ const (
 	// the runner retries external noise only once.
 	EnvRetryCount = "KBGEN_RETRY_COUNT"
 )
+
+// EnvAgentBinary names the real buildkite-agent binary that `kbgen doctor
+// --e2e` and the tests start (bkagent.Installed), where it is not
+// buildkite-agent on PATH.
+const EnvAgentBinary = "KBGEN_BUILDKITE_AGENT"

@@ -133,20 +133,6 @@ func (a *Agent) Exited() bool {
 	}
 }
 
-// FindAgentBinary is buildkite-agent from $KBGEN_BUILDKITE_AGENT, PATH, or
-// where the CI script installs it.
-func FindAgentBinary() (string, error) {
-	for _, p := range []string{os.Getenv("KBGEN_BUILDKITE_AGENT"), "buildkite-agent", "/tmp/bkbin/agent"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return filepath.Abs(path)
-		}
-	}
-	return "", errors.New("no buildkite-agent binary (install: GOBIN=/tmp/bkbin go install github.com/buildkite/agent/v3@v3.50.0)")
-}
-
 // gitEnv makes commits without a configured identity.
 var gitEnv = []string{"GIT_AUTHOR_NAME=kbgen", "GIT_AUTHOR_EMAIL=kbgen@localhost", "GIT_COMMITTER_NAME=kbgen", "GIT_COMMITTER_EMAIL=kbgen@localhost"}
 

@@ -22,7 +22,7 @@ type DoctorOptions struct {
 	Root  string // where `kbgen node install` wrote the node
 	GPU   int    // the GPU whose agent config is used
 	Kbgen string // this kbgen binary: the agent's PATH gets its directory
-	// AgentBinary is buildkite-agent; empty finds it (FindAgentBinary).
+	// AgentBinary is the buildkite-agent to start (bkagent.Installed finds it).
 	AgentBinary string
 	Image       string // runner image override (submit --image); "" = the registry's
 	Example     string // built-in example to run; default vectoradd
@@ -83,9 +83,7 @@ func RunDoctor(ctx context.Context, opts DoctorOptions) (*DoctorReport, error) {
 		return nil, fmt.Errorf("the node under %s has no agent for GPU %d (see kbgen node plan)", opts.Root, opts.GPU)
 	}
 	if opts.AgentBinary == "" {
-		if opts.AgentBinary, err = FindAgentBinary(); err != nil {
-			return nil, err
-		}
+		return nil, errors.New("no buildkite-agent binary given")
 	}
 	tmp, err := os.MkdirTemp("", "kbgen-doctor-e2e-")
 	if err != nil {

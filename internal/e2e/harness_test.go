@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,7 +80,7 @@ type harnessOpts struct {
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
 	testimage.RequireDocker(t)
-	agentBin, err := FindAgentBinary()
+	agentBin, err := bkagent.Installed(os.Getenv)
 	if err != nil {
 		t.Skipf("%v; end-to-end tests skipped", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"io"
 	"net/http"
 	"os"
@@ -16,19 +17,14 @@ import (
 	"time"
 )
 
-// agentBinary finds the real buildkite-agent, or skips.
+// agentBinary finds the real buildkite-agent (bkagent.Installed), or skips.
 func agentBinary(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{os.Getenv("KBGEN_BUILDKITE_AGENT"), "buildkite-agent", "/tmp/bkbin/agent"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
+	p, err := bkagent.Installed(os.Getenv)
+	if err != nil {
+		t.Skipf("%v; live Agent API tests skipped", err)
 	}
-	t.Skip("no buildkite-agent binary (install: GOBIN=/tmp/bkbin go install github.com/buildkite/agent/v3@v3.50.0); live Agent API tests skipped")
-	return ""
+	return p
 }
 
 // gitRepo makes a repository holding files, for agents to check out.

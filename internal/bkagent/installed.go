@@ -1,0 +1,29 @@
+package bkagent
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+)
+
+// InstallHint is how to get the agent version kbgen is tested with
+// (newer tags need a module the proxy refuses).
+const InstallHint = "GOBIN=/tmp/bkbin go install github.com/buildkite/agent/v3@v3.50.0"
+
+// Installed finds the real buildkite-agent binary to start (`kbgen doctor
+// --e2e`, the real-agent tests), as an absolute path: getenv's
+// contract.EnvAgentBinary, then Binary on PATH, then /tmp/bkbin/agent,
+// where InstallHint puts it (the module's binary is named agent).
+func Installed(getenv func(string) string) (string, error) {
+	for _, p := range []string{getenv(contract.EnvAgentBinary), Binary, "/tmp/bkbin/agent"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil {
+			return filepath.Abs(path)
+		}
+	}
+	return "", fmt.Errorf("no buildkite-agent binary (install: %s, or set %s)", InstallHint, contract.EnvAgentBinary)
+}
