@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/jobsource"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -290,18 +291,11 @@ func tail(s string, n int) string {
 func TestBootstrapPythonJob(t *testing.T) {
 	image := testimage.Python(t)
 	j := newAgentJob(t, image, smallConfig(), steps.RunCommand)
-	src, err := examples.Submission("identity", examples.DefaultSubmission)
+	in, err := jobsource.Load(jobsource.Source{Example: "identity", Submission: examples.DefaultSubmission, Mode: payload.ModeTest}, jobsource.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := examples.Config("identity", payload.ModeTest, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := payload.EncodeConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := in.Encoded
 	for k, v := range payload.SplitEnv(enc) {
 		j.env[k] = v
 	}
@@ -319,7 +313,7 @@ func TestBootstrapPythonJob(t *testing.T) {
 		t.Fatalf("bootstrap exit %d, result %s\n%s", j.code, b, tail(j.output, 30))
 	}
 	// Every case of the task was checked, not just a verdict line forged.
-	for i := range cfg.Tests {
+	for i := range in.Config.Tests {
 		if got := run.Result[fmt.Sprintf("test.%d.status", i)]; got != "pass" {
 			t.Errorf("test.%d.status = %q, want pass (result %v)", i, got, run.Result)
 		}

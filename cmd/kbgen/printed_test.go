@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"github.com/gpu-mode/kbgen/jobsource"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,18 +284,11 @@ func repoRoot(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	src, err := examples.Submission("identity", examples.DefaultSubmission)
+	in, err := jobsource.Load(jobsource.Source{Example: "identity", Submission: examples.DefaultSubmission, Mode: payload.ModeTest}, jobsource.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := examples.Config("identity", payload.ModeTest, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := payload.EncodeConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := in.Encoded
 	js, err := payload.Inflate(enc)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/gpu-mode/kbgen/jobsource"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -436,18 +437,11 @@ func TestSecretsNeverLeak(t *testing.T) {
 // greps every output: stdout, stderr, result.json and the annotation.
 func leaksNothingInProcess(t *testing.T) {
 	needPython3(t)
-	src, err := examples.Submission("identity", "cheat-env")
+	in, err := jobsource.Load(jobsource.Source{Example: "identity", Submission: "cheat-env", Mode: payload.ModeTest}, jobsource.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := examples.Config("identity", payload.ModeTest, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := payload.EncodeConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := in.Encoded
 	secrets := map[string]string{
 		"BUILDKITE_AGENT_ACCESS_TOKEN": "bkagent-planted-4f1c",
 		"BUILDKITE_API_TOKEN":          "bkapi-planted-9e2d",
