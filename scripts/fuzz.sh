@@ -11,13 +11,28 @@
 # one multi-kilobyte YAML seed, with "0/sec" in the log: each execution is
 # cheap (no process, no key generation), the minimization was not.
 #
+# FUZZ_FINDINGS decides what a new finding does. "fail" (the default, for
+# a developer running this script) exits 1. "report" (what scripts/test.sh,
+# and so CI, uses) prints the finding with its reproducer in a box at the
+# end and exits 0: exploration is random, and a bug that a change did not
+# touch must not fail that change's landing at random. The determinism
+# lives in plain `go test`: every committed input in testdata/fuzz/ runs
+# there as a regression test, so once a finding is committed (with its
+# fix) it fails or passes the same way on every run.
+#
 #   scripts/fuzz.sh                       # all targets, 20s each
 #   FUZZTIME=2m scripts/fuzz.sh FuzzGenerate
+#   FUZZ_FINDINGS=report scripts/fuzz.sh  # as CI runs it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 fuzztime="${FUZZTIME:-20s}"
 minimizetime="${FUZZMINIMIZETIME:-1s}"
+findings="${FUZZ_FINDINGS:-fail}"
+case $findings in
+  fail | report) ;;
+  *) echo "scripts/fuzz.sh: FUZZ_FINDINGS must be fail or report, not '$findings'" >&2; exit 2 ;;
+esac
 
 # selected NAME [TARGET...]: no targets named means all of them.
 selected() {
@@ -30,7 +45,9 @@ selected() {
   return 1
 }
 
-failed=0 ran=0
+failed=0 ran=0 found=()
+stamp=$(mktemp)
+trap 'rm -f "$stamp"' EXIT
 while IFS=: read -r file name; do
   selected "$name" "$@" || continue
   pkg="./$(dirname "$file")"
@@ -39,7 +56,13 @@ while IFS=: read -r file name; do
   if ! go test -json -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" -fuzzminimizetime="$minimizetime" "$pkg" |
     python3 scripts/gotest-summary.py; then
     failed=1
-    echo "FAIL: $name; the input that broke it is in ${pkg#./}/testdata/fuzz/$name/" >&2
+    # The input just found is the corpus file newer than the stamp.
+    input=$(find "${pkg#./}/testdata/fuzz/$name" -type f -newer "$stamp" -printf '%f\n' 2>/dev/null | head -n 1)
+    if [[ -n $input ]]; then
+      found+=("$name: go test -run='^$name/$input\$' $pkg   (input: ${pkg#./}/testdata/fuzz/$name/$input)")
+    else
+      found+=("$name: a committed seed fails (see its log above): go test -run='^$name\$' $pkg")
+    fi
   fi
 done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' . \
   | sed -E 's#^\./##; s#:func (Fuzz[A-Za-z0-9_]+).*#:\1#' | sort)
@@ -47,5 +70,14 @@ done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.
 if [[ $ran -eq 0 ]]; then
   echo "scripts/fuzz.sh: no fuzz target matched ${*:-anything}" >&2
   exit 2
+fi
+if [[ $failed -eq 1 ]]; then
+  echo
+  echo "================ NEW FUZZ FINDING ================"
+  echo "Exploratory fuzzing found an input that breaks a target. Reproduce, fix,"
+  echo "and commit the input with the fix (it then runs in every go test):"
+  printf '  %s\n' "${found[@]}"
+  echo "=================================================="
+  [[ $findings == report ]] && exit 0
 fi
 exit $failed
