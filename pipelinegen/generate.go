@@ -73,9 +73,8 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 			return nil, fmt.Errorf("%s starts with a newline", name)
 		}
 	}
-	if cfg.MultiGPU && v.Resources.GPUs < 2 {
-		return nil, &payload.Error{Kind: payload.KindInvalidField, Field: "multi_gpu",
-			Msg: fmt.Sprintf("the job asks for multiple GPUs but queue %q gives each step %d", v.Queue, v.Resources.GPUs)}
+	if err := checkShape(cfg, v); err != nil {
+		return nil, err
 	}
 	image := v.Image
 	if job.Image != "" {
@@ -92,10 +91,8 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 	if err != nil {
 		return nil, err
 	}
-	gpus := 1
-	if cfg.MultiGPU {
-		gpus = v.Resources.GPUs
-	}
+	// checkShape matched the job to the queue: a step gets all of its GPUs.
+	gpus := v.Resources.GPUs
 	runLabel := ""
 	if job.RunID != "" {
 		runLabel = " · " + steps.Escape(job.RunID)
@@ -108,7 +105,7 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 		env[contract.EnvNoisePolicy] = v.Noise.String()
 	}
 	eval := steps.Eval{
-		Label: fmt.Sprintf("%s %s %s · %s%s", v.Emoji(), v.Donor, v.GPU, cfg.Mode, runLabel),
+		Label: fmt.Sprintf("%s %s %s · %s%s", v.Emoji(), v.Donor, v.ShapeName(), cfg.Mode, runLabel),
 		Queue: v.Queue,
 		Plugin: steps.GPUDockerConfig{
 			Image:     image,
@@ -130,6 +127,68 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 		eval.Concurrency = max(opts.UserConcurrency, 1)
 	}
 	return &eval, nil
+}
+
+// checkShape refuses a job the queue's shape cannot run, naming the
+// queue that can: a multi_gpu job on a one-GPU queue (it would see one
+// GPU), a one-GPU job on a multi-GPU queue (it would hold N-1 GPUs idle),
+// a case whose world_size exceeds the queue's GPUs (Kernelbot's
+// multi-GPU harness starts world_size processes, one per GPU:
+// gpu-mode/kernelbot examples/*/eval.py run_multi_gpu_benchmark, with
+// POPCORN_GPUS from run_eval.py's run_program), and a mode the queue
+// does not run (a MIG queue runs test only).
+func checkShape(cfg *payload.Config, v *Vendor) error {
+	refuse := func(field, msg string, others []string) error {
+		if len(others) > 0 {
+			msg += "; use " + strings.Join(others, " or ")
+		}
+		return &payload.Error{Kind: payload.KindInvalidField, Field: field, Msg: msg}
+	}
+	if !v.RunsMode(cfg.Mode) {
+		return refuse("mode", fmt.Sprintf("queue %q runs only %s jobs, not %s", v.Queue, modeNames(v.Modes), cfg.Mode), v.ShapesFor(cfg.MultiGPU, cfg.Mode))
+	}
+	if cfg.MultiGPU && !v.MultiGPU() {
+		return refuse("multi_gpu", fmt.Sprintf("the job asks for multiple GPUs but queue %q gives each step %d", v.Queue, v.Resources.GPUs), v.ShapesFor(true, cfg.Mode))
+	}
+	if !cfg.MultiGPU && v.MultiGPU() {
+		return refuse("multi_gpu", fmt.Sprintf("queue %q gives each step %d GPUs and takes only multi_gpu jobs; a one-GPU job would hold %d idle", v.Queue, v.Resources.GPUs, v.Resources.GPUs-1), v.ShapesFor(false, cfg.Mode))
+	}
+	if !cfg.MultiGPU {
+		return nil
+	}
+	if cfg.Mode == payload.ModeProfile && v.Runtime == contract.RuntimeNVIDIA {
+		// run_eval.py's profile_program_ncu asserts not multi_gpu; the
+		// runner refuses it too (runner/profile.go), but only after the
+		// step has held N GPUs.
+		return refuse("multi_gpu", "multi-GPU profiling is not supported with ncu (rocprofv3 on an AMD multi-GPU queue is)", nil)
+	}
+	for _, group := range []struct {
+		name  string
+		cases []payload.Case
+	}{{"tests", cfg.Tests}, {"benchmarks", cfg.Benchmarks}} {
+		for i, c := range group.cases {
+			ws, ok := c.Get("world_size")
+			if !ok {
+				continue
+			}
+			n, err := strconv.Atoi(ws.String())
+			if err != nil || n < 1 {
+				return refuse(group.name, fmt.Sprintf("case %d: world_size %q is not a positive integer", i, ws.String()), nil)
+			}
+			if n > v.Resources.GPUs {
+				return refuse(group.name, fmt.Sprintf("case %d: world_size %d, but queue %q gives each step %d GPUs", i, n, v.Queue, v.Resources.GPUs), nil)
+			}
+		}
+	}
+	return nil
+}
+
+func modeNames(ms []payload.Mode) string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = string(m)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Generate builds the pipeline for job on vendor v: the one eval step

@@ -1,6 +1,8 @@
 package pipelinegen
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,13 +187,77 @@ func TestUntrustedStringsEscaped(t *testing.T) {
 	}
 }
 
-func TestMultiGPUNeedsAQueueThatGivesIt(t *testing.T) {
-	in := exampleIn(t, payload.ModeTest)
-	c := *in.Config
-	c.MultiGPU = true
-	_, err := Generate(Job{Input: &payload.Input{Config: &c, Encoded: in.Encoded}}, mustVendor(t, "nvidia-h100"), Options{})
-	if err == nil || !strings.Contains(err.Error(), "multiple GPUs") {
-		t.Errorf("multi-GPU job on a one-GPU step: %v", err)
+// TestShapeRefusals: a job goes only to a queue of its shape, and the
+// refusal (65, a payload.Error) names the queue that would take it.
+func TestShapeRefusals(t *testing.T) {
+	t.Parallel()
+	oneGPU := func(m payload.Mode) func(*testing.T) *payload.Input {
+		return func(t *testing.T) *payload.Input { return exampleIn(t, m) }
+	}
+	multi := func(queue string, m payload.Mode, edit func(*payload.Config)) func(*testing.T) *payload.Input {
+		return func(t *testing.T) *payload.Input {
+			in, err := ExampleJobFor(mustVendor(t, queue), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := *in.Config
+			if edit != nil {
+				edit(&c)
+			}
+			return &payload.Input{Config: &c, Encoded: in.Encoded}
+		}
+	}
+	worldSize := func(n string) func(*payload.Config) {
+		return func(c *payload.Config) {
+			c.Benchmarks = append(slices.Clone(c.Benchmarks), payload.Case{{Key: "world_size", Value: payload.StringScalar(n)}})
+		}
+	}
+	tests := []struct {
+		name, queue string
+		job         func(*testing.T) *payload.Input
+		wantErr     []string // all in the message; nil: accepted
+		wantGPUs    int
+	}{
+		{"multi-GPU job on a one-GPU queue", "nvidia-h100", multi("nvidia-h100x8", payload.ModeTest, nil), []string{"multiple GPUs", "use nvidia-h100x8"}, 0},
+		{"multi-GPU job on an AMD one-GPU queue", "mi300", multi("amd-mi300x8", payload.ModeLeaderboard, nil), []string{"multiple GPUs", "use amd-mi300x8"}, 0},
+		{"multi-GPU job where no shape has more", "nvidia-b200", multi("nvidia-h100x8", payload.ModeTest, nil), []string{"multiple GPUs"}, 0},
+		{"one-GPU job on an 8-GPU queue", "h100x8", oneGPU(payload.ModeTest), []string{"only multi_gpu jobs", "7 idle", "use nvidia-h100 or nvidia-h100-mig or nebius-h100"}, 0},
+		{"one-GPU job on an L4x4 queue", "l4x4", oneGPU(payload.ModeLeaderboard), []string{"only multi_gpu jobs", "use nvidia-l4"}, 0},
+		{"one-GPU job on an MI300x8 queue", "mi300x8", oneGPU(payload.ModeTest), []string{"use amd-mi300"}, 0},
+		{"world_size beyond the queue", "l4x4", multi("nvidia-l4x4", payload.ModeTest, worldSize("8")), []string{"benchmarks", "world_size 8", "4 GPUs"}, 0},
+		{"world_size not a number", "l4x4", multi("nvidia-l4x4", payload.ModeTest, worldSize("two")), []string{`world_size "two"`}, 0},
+		{"ranked job on a MIG queue", "h100-mig", oneGPU(payload.ModeLeaderboard), []string{"runs only test jobs", "use nvidia-h100 or nebius-h100"}, 0},
+		{"benchmark on a MIG queue", "nvidia-h100-mig", oneGPU(payload.ModeBenchmark), []string{"runs only test jobs"}, 0},
+		{"ncu profile on a multi-GPU queue", "h100x8", multi("nvidia-h100x8", payload.ModeProfile, nil), []string{"ncu"}, 0},
+		{"test on a MIG queue", "h100-mig", oneGPU(payload.ModeTest), nil, 1},
+		{"multi-GPU test on h100x8", "h100x8", multi("nvidia-h100x8", payload.ModeTest, nil), nil, 8},
+		{"multi-GPU ranked on mi300x8", "mi300x8", multi("amd-mi300x8", payload.ModeLeaderboard, nil), nil, 8},
+		{"rocprofv3 profile on mi300x8", "mi300x8", multi("amd-mi300x8", payload.ModeProfile, nil), nil, 8},
+		{"world_size 2 on l4x4", "l4x4", multi("nvidia-l4x4", payload.ModeTest, worldSize("2")), nil, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			eval, err := PlanEval(Job{Input: tc.job(t)}, mustVendor(t, tc.queue), Options{})
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if eval.Plugin.GPUs != tc.wantGPUs {
+					t.Errorf("gpus %d, want %d", eval.Plugin.GPUs, tc.wantGPUs)
+				}
+				return
+			}
+			var pe *payload.Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("want a payload.Error (exit 65), got %v", err)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/payload"
 )
 
 //go:embed vendors.yaml
@@ -43,6 +44,54 @@ type Vendor struct {
 	// timed run is noisy, and whether external noise is retried once
 	// (docs/formats.md#vendor-registry). Absent: the defaults, no retry.
 	Noise *noise.Policy `yaml:"noise,omitempty"`
+	// Modes are the modes a job may run in on this queue; absent: all.
+	// A queue of MIG slices lists [test]: a slice's timings are not a
+	// whole GPU's, so nothing ranked runs there.
+	Modes []payload.Mode `yaml:"modes,omitempty"`
+
+	// shapes are the registry's other queues of the same GPU (same
+	// donor first), set by ParseRegistry: where a refused job belongs.
+	shapes []*Vendor
+}
+
+// MultiGPU reports whether the queue's steps get more than one GPU: it
+// takes only multi_gpu jobs (Kernelbot's MI300x8, L4x4).
+func (v *Vendor) MultiGPU() bool { return v.Resources.GPUs > 1 }
+
+// ShapeName is the GPU as a step gets it: "H100", or "8×H100" on a
+// multi-GPU queue.
+func (v *Vendor) ShapeName() string {
+	if v.MultiGPU() {
+		return fmt.Sprintf("%d×%s", v.Resources.GPUs, v.GPU)
+	}
+	return v.GPU
+}
+
+// RunsMode reports whether a job in mode m may run on this queue.
+func (v *Vendor) RunsMode(m payload.Mode) bool {
+	return len(v.Modes) == 0 || slices.Contains(v.Modes, m)
+}
+
+// PreferMode is m when the queue runs it, else the first mode it does:
+// the mode a sample job (tests, preview) uses there.
+func (v *Vendor) PreferMode(m payload.Mode) payload.Mode {
+	if v.RunsMode(m) {
+		return m
+	}
+	return v.Modes[0]
+}
+
+// ShapesFor lists the registry's queues of the same GPU whose steps get
+// more than one GPU (multi) or exactly one (!multi) and that run mode m,
+// those of the same donor first: where a job refused here belongs.
+func (v *Vendor) ShapesFor(multi bool, m payload.Mode) []string {
+	var out []string
+	for _, o := range v.shapes {
+		if o.MultiGPU() == multi && o.RunsMode(m) {
+			out = append(out, o.Queue)
+		}
+	}
+	return out
 }
 
 // Backend is the way a queue's agents run steps.
@@ -141,7 +190,31 @@ func ParseRegistry(data []byte) (*Registry, error) {
 			reg.byName[name] = v
 		}
 	}
+	linkShapes(reg.Vendors)
 	return reg, nil
+}
+
+// linkShapes gives each vendor its siblings: the other queues of the same
+// GPU model and runtime on the same backend, the same donor's first.
+func linkShapes(vs []*Vendor) {
+	for _, v := range vs {
+		v.shapes = nil
+		for _, same := range []bool{true, false} {
+			for _, o := range vs {
+				if o != v && o.GPU == v.GPU && o.Runtime == v.Runtime && o.backend() == v.backend() && (o.Donor == v.Donor) == same {
+					v.shapes = append(v.shapes, o)
+				}
+			}
+		}
+	}
+}
+
+// backend is Backend with the default filled in.
+func (v *Vendor) backend() Backend {
+	if v.Backend == "" {
+		return BackendDocker
+	}
+	return v.Backend
 }
 
 var (
@@ -185,6 +258,11 @@ func (v *Vendor) validate() error {
 	if v.Noise != nil {
 		if err := v.Noise.Validate(); err != nil {
 			return err
+		}
+	}
+	for _, m := range v.Modes {
+		if !m.Valid() {
+			return fmt.Errorf("modes: %q is not a mode (want %s)", m, payload.ModeList())
 		}
 	}
 	for _, a := range v.Aliases {

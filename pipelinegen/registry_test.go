@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/payload"
 )
 
 func TestEmbeddedRegistry(t *testing.T) {
@@ -18,6 +20,9 @@ func TestEmbeddedRegistry(t *testing.T) {
 		"nvidia-h100": "H100", "nvidia-b200": "B200", "nvidia-a100": "A100", "nvidia-l40s": "L40S",
 		"nebius-h100": "H100", "amd-mi300": "MI300X", "amd-mi250": "MI250X", "amd-mi355x": "MI355X",
 		"h100": "H100", "b200": "B200", "mi300": "MI300X", "test": "L40S",
+		// Multi-GPU shapes (Kernelbot's MI300x8 and L4x4) and MIG.
+		"amd-mi300x8": "MI300X", "mi300x8": "MI300X", "nvidia-h100x8": "H100", "h100x8": "H100",
+		"nvidia-l4x4": "L4", "l4x4": "L4", "nvidia-h100-mig": "H100", "h100-mig": "H100",
 	}
 	for q, gpu := range want {
 		v, err := reg.Lookup(q)
@@ -36,6 +41,14 @@ func TestEmbeddedRegistry(t *testing.T) {
 		if v.ArchString() != a {
 			t.Errorf("%s: arch %q, want %q", q, v.ArchString(), a)
 		}
+	}
+	for q, n := range map[string]int{"mi300x8": 8, "h100x8": 8, "l4x4": 4, "h100": 1, "h100-mig": 1} {
+		if v, _ := reg.Lookup(q); v.Resources.GPUs != n {
+			t.Errorf("%s: %d GPUs a step, want %d", q, v.Resources.GPUs, n)
+		}
+	}
+	if v, _ := reg.Lookup("h100-mig"); v.RunsMode(payload.ModeLeaderboard) || !v.RunsMode(payload.ModeTest) {
+		t.Errorf("a MIG queue runs %v: want test only", v.Modes)
 	}
 	if !reg.IsAlias("h100") || reg.IsAlias("nvidia-h100") {
 		t.Error("alias detection wrong")
@@ -78,6 +91,8 @@ func TestRegistryValidation(t *testing.T) {
 		{"bad image", [2]string{"example.com/img:1", "Example.com/$(id)"}, "image"},
 		{"arch on rocm", [2]string{"runtime: nvidia", "runtime: rocm"}, "arch is an nvcc setting"},
 		{"bad queue", [2]string{"queue: q1", "queue: Q 1"}, "queue"},
+		{"bad mode", [2]string{"gpu: G", "gpu: G\n    modes: [test, ranked]"}, `modes: "ranked"`},
+		{"modes", [2]string{"gpu: G", "gpu: G\n    modes: [test, benchmark]"}, ""},
 		{"no cpus", [2]string{"cpus: 2", "cpus: 0"}, "resources.cpus"},
 		{"low pids", [2]string{"pids-limit: 256", "pids-limit: 8"}, "pids-limit"},
 		{"no max timeout", [2]string{"max-minutes: 30", "max-minutes: 0"}, "max-minutes"},

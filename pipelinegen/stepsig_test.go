@@ -23,7 +23,11 @@ func TestSignEvalStep(t *testing.T) {
 	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	for _, v := range reg.Vendors {
 		t.Run(v.Queue, func(t *testing.T) {
-			p, err := Generate(Job{Input: exampleIn(t, payload.ModeLeaderboard), RunID: "r-$x", Queue: v.Queue, User: "u"}, v, Options{})
+			in, err := ExampleJobFor(v, v.PreferMode(payload.ModeLeaderboard))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Generate(Job{Input: in, RunID: "r-$x", Queue: v.Queue, User: "u"}, v, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,10 +39,6 @@ func TestGoldenArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := pipelinegen.ExampleJob(payload.ModeLeaderboard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	host := fakeHost(t, amdDevices)
 	dir := filepath.Join("..", "golden", "sandbox")
 	seen := map[string]bool{}
@@ -54,6 +50,10 @@ func TestGoldenArgv(t *testing.T) {
 			name := v.Queue + "@" + pl.name + ".txt"
 			seen[name] = true
 			t.Run(name, func(t *testing.T) {
+				job, err := pipelinegen.ExampleJobFor(v, v.PreferMode(payload.ModeLeaderboard))
+				if err != nil {
+					t.Fatal(err)
+				}
 				p, err := pipelinegen.Generate(pipelinegen.Job{Input: job, Queue: v.Queue, RunID: "run-42"}, v, pipelinegen.Options{})
 				if err != nil {
 					t.Fatal(err)

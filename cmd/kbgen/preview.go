@@ -52,7 +52,7 @@ func (c *PreviewCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(g.Stdout, "# %s %s on queue %s (%s runtime, image %s)\n", vendor.Donor, vendor.GPU, vendor.Queue, vendor.Runtime, vendor.Image)
+	fmt.Fprintf(g.Stdout, "# %s %s on queue %s (%s runtime, image %s)\n", vendor.Donor, vendor.ShapeName(), vendor.Queue, vendor.Runtime, vendor.Image)
 	_, err = g.Stdout.Write(doc)
 	return err
 }

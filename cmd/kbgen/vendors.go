@@ -19,7 +19,7 @@ func (c *VendorsCmd) Run(g *Globals) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tALIASES\tDONOR\tGPU\tRUNTIME\tARCH\tBACKEND\tCPUS\tMEMORY\tIMAGE")
+	fmt.Fprintln(tw, "QUEUE\tALIASES\tDONOR\tGPU\tRUNTIME\tARCH\tBACKEND\tMODES\tCPUS\tMEMORY\tIMAGE")
 	for _, v := range reg.Vendors {
 		arch := v.ArchString()
 		if arch == "" {
@@ -33,15 +33,21 @@ func (c *VendorsCmd) Run(g *Globals) error {
 		if backend == "" {
 			backend = pipelinegen.BackendDocker
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", v.Queue, aliases, v.Donor, v.GPU, v.Runtime, arch, backend, v.Resources.CPUs, v.Resources.Memory, v.Image)
+		modes := "all"
+		if len(v.Modes) > 0 {
+			modes = fmt.Sprint(v.Modes)
+			modes = strings.ReplaceAll(strings.Trim(modes, "[]"), " ", ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", v.Queue, aliases, v.Donor, v.ShapeName(), v.Runtime, arch, backend, modes, v.Resources.CPUs, v.Resources.Memory, v.Image)
 	}
 	return tw.Flush()
 }
 
 func (c *VendorsCmd) Help() string {
 	return `Lists every queue kbgen can generate a pipeline for, with its aliases, the
-donor, the GPU, the runtime (nvidia or rocm), the nvcc arch, the backend
-(docker or kubernetes), the CPUs and memory one eval step gets, and the
+donor, the GPUs a step gets ("8×H100" on a multi-GPU queue, which takes
+only multi_gpu jobs), the runtime (nvidia or rocm), the nvcc arch, the
+backend (docker or kubernetes), the modes it runs (a MIG queue: test), the CPUs and memory one eval step gets, and the
 runner image. The registry is built in; --vendors FILE or KBGEN_VENDORS
 replaces it (format: docs/formats.md#vendor-registry).
 
