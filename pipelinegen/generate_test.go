@@ -145,6 +145,9 @@ func TestEvalStepShape(t *testing.T) {
 			if a.Limit < 1 || a.Limit > 3 {
 				t.Errorf("retry limit %d unbounded", a.Limit)
 			}
+			if a.SignalReason != steps.SignalReasonNone {
+				t.Errorf("retry rule for %d: signal_reason %q, want none (a timed-out or refused job is never retried)", a.ExitStatus, a.SignalReason)
+			}
 		}
 		if !codes[-1] || !codes[255] || !codes[75] || len(codes) != 3 || codes[0] || codes[1] {
 			t.Errorf("retry codes %v: want exactly -1, 255, 75", codes)

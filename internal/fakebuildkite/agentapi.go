@@ -239,6 +239,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, j *liveJob) {
 func (s *Server) finish(w http.ResponseWriter, r *http.Request, j *liveJob) {
 	var req struct {
 		ExitStatus   string `json:"exit_status"`
+		Signal       string `json:"signal"`
 		SignalReason string `json:"signal_reason"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
@@ -253,7 +254,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, j *liveJob) {
 	if err != nil {
 		exit = -1
 	}
-	s.finishJobLocked(j, exit, req.SignalReason, time.Now())
+	s.finishJobLocked(j, exit, req.Signal, req.SignalReason, time.Now())
 	writeJSON(w, http.StatusOK, map[string]any{"id": j.id, "state": j.state})
 }
 

@@ -262,15 +262,20 @@ func TestLiveRetryAndPriority(t *testing.T) {
 }
 
 // TestLiveCancelTimeoutAndLostAgent: a canceled build's running job goes
-// canceling and the agent stops it; a step past timeout_in_minutes is
-// timed out; an agent killed mid-job is lost and its job exits -1, which
-// retry.automatic hands to another agent.
+// canceling and the agent stops it, and is never retried, though a rule
+// matches its signal reason; a step past timeout_in_minutes is timed out,
+// and retried only because a rule names signal_reason cancel; an agent
+// killed mid-job is lost and its job exits -1 with no signal reason, which
+// the rule for a lost agent hands to another agent.
 func TestLiveCancelTimeoutAndLostAgent(t *testing.T) {
 	s := newLive(t, `steps:
   - key: "${WHAT}"
     command: 'if [ "$$BUILDKITE_AGENT_NAME" = victim ] || [ "$$WHAT" != lost ]; then sleep 60; fi; echo done'
     timeout_in_minutes: 1
-    retry: {automatic: [{exit_status: -1, limit: 1}]}
+    retry:
+      automatic:
+        - {exit_status: -1, signal_reason: none, limit: 1}
+        - {exit_status: "*", signal_reason: cancel, limit: 1}
 `, Options{Minute: 3 * time.Second, LostAfter: 2 * time.Second})
 	t.Run("cancel", func(t *testing.T) {
 		startAgent(t, s, "c1", "default")
@@ -279,8 +284,8 @@ func TestLiveCancelTimeoutAndLostAgent(t *testing.T) {
 		rest(t, s, "PUT", fmt.Sprintf("builds/%d/cancel", n), nil)
 		start := time.Now()
 		b := waitBuild(t, s, n, 30*time.Second)
-		if b["state"] != "canceled" || s.Jobs(n)[0].State != "canceled" {
-			t.Fatalf("build %v, jobs %+v", b["state"], s.Jobs(n))
+		if jobs := s.Jobs(n); b["state"] != "canceled" || len(jobs) != 1 || jobs[0].State != "canceled" || jobs[0].SignalReason != "cancel" {
+			t.Fatalf("build %v, jobs %+v; want one job, canceled by signal reason cancel, not retried", b["state"], jobs)
 		}
 		t.Logf("canceled in %s", time.Since(start))
 	})
@@ -288,8 +293,14 @@ func TestLiveCancelTimeoutAndLostAgent(t *testing.T) {
 		startAgent(t, s, "t1", "default")
 		n := createBuild(t, s, map[string]string{"WHAT": "timeout"})
 		b := waitBuild(t, s, n, 30*time.Second)
-		if j := s.Jobs(n)[0]; b["state"] != "failed" || j.State != "timed_out" {
-			t.Fatalf("build %v, job %+v", b["state"], j)
+		jobs := s.Jobs(n)
+		if b["state"] != "failed" || len(jobs) != 2 {
+			t.Fatalf("build %v, jobs %+v; want two timed-out attempts", b["state"], jobs)
+		}
+		for _, j := range jobs {
+			if j.State != "timed_out" || j.SignalReason != "cancel" {
+				t.Errorf("job %+v, want timed_out with signal reason cancel", j)
+			}
 		}
 	})
 	t.Run("lost", func(t *testing.T) {
@@ -304,8 +315,8 @@ func TestLiveCancelTimeoutAndLostAgent(t *testing.T) {
 		if b["state"] != "passed" || len(jobs) != 2 {
 			t.Fatalf("build %v, jobs %+v", b["state"], jobs)
 		}
-		if j := jobs[0]; j.Agent != "victim" || *j.Exit != -1 || j.SignalReason != "agent_lost" || !j.Retried {
-			t.Errorf("first attempt %+v, want exit -1 agent_lost on victim, retried", j)
+		if j := jobs[0]; j.Agent != "victim" || *j.Exit != -1 || j.SignalReason != "" || !j.Retried {
+			t.Errorf("first attempt %+v, want exit -1 with no signal reason on victim, retried", j)
 		}
 		if j := jobs[1]; j.Agent != "rescuer" || j.State != "passed" {
 			t.Errorf("retry %+v, want passed on rescuer", j)

@@ -95,7 +95,7 @@ type liveJob struct {
 	retries                     []int // per retry rule, attempts used
 	attempt                     int
 	timedOut                    bool
-	signalReason                string
+	signal, signalReason        string
 	created, runnable           time.Time
 	accepted, started, finished time.Time
 	log                         strings.Builder
@@ -376,14 +376,18 @@ func (s *Server) cancelJobLocked(j *liveJob, now time.Time) {
 	}
 }
 
-// finishJobLocked ends a job with an exit status, retrying it when a
-// retry.automatic rule covers the status.
-func (s *Server) finishJobLocked(j *liveJob, exit int, reason string, now time.Time) {
+// finishJobLocked ends a job with an exit status, signal and signal
+// reason, retrying it as Buildkite does (buildkite/docs
+// pages/pipelines/configure/retry.md): the first retry.automatic rule
+// that matches decides, and retries only while its own count is under its
+// limit; a failed or timed-out job can be retried, a canceled one or any
+// job of a canceled build never.
+func (s *Server) finishJobLocked(j *liveJob, exit int, signal, reason string, now time.Time) {
 	if j.agent != nil {
 		j.agent.job = nil
 		j.agent = nil
 	}
-	j.exit, j.finished, j.signalReason = &exit, now, reason
+	j.exit, j.finished, j.signal, j.signalReason = &exit, now, signal, reason
 	switch {
 	case j.state == "canceling" && j.timedOut:
 		j.state = "timed_out"
@@ -394,12 +398,9 @@ func (s *Server) finishJobLocked(j *liveJob, exit int, reason string, now time.T
 	default:
 		j.state = "failed"
 	}
-	if j.state == "failed" && !j.b.live.canceling {
-		for i, r := range j.spec.retry {
-			if r.matches(exit) && j.retries[i] < r.limit {
-				s.retryLocked(j, i, now)
-				break
-			}
+	if (j.state == "failed" || j.state == "timed_out") && !j.b.live.canceling {
+		if rule, ok := retryBy(j.spec.retry, j.retries, exit, signal, reason); ok {
+			s.retryLocked(j, rule, now)
 		}
 	}
 	s.advanceLocked(j.b, now)
@@ -425,8 +426,11 @@ func (s *Server) sweepLocked(now time.Time) {
 					j.state, j.agent = "scheduled", nil
 					a.job = nil
 				} else {
+					// Buildkite ends the job -1 with no signal reason
+					// (retry.md: "-1 … when an agent is lost"; no
+					// signal_reason value names a lost agent).
 					fmt.Fprintf(&j.log, "\n~~~ Agent %s lost (no heartbeat for %s): exit -1\n", a.name, s.live.opts.LostAfter)
-					s.finishJobLocked(j, -1, "agent_lost", now)
+					s.finishJobLocked(j, -1, "", "", now)
 				}
 			}
 		}
@@ -489,12 +493,12 @@ func (s *Server) jobEnv(j *liveJob, a *liveAgent) map[string]string {
 
 // JobInfo is one job of a live build, for tests.
 type JobInfo struct {
-	ID, Key, Label, Queue, State, Agent, SignalReason string
-	Exit                                              *int
-	Retried                                           bool
-	Accepted, Started, Finished                       time.Time
-	Log                                               string
-	HeaderTimes                                       map[string]string
+	ID, Key, Label, Queue, State, Agent, Signal, SignalReason string
+	Exit                                                      *int
+	Retried                                                   bool
+	Accepted, Started, Finished                               time.Time
+	Log                                                       string
+	HeaderTimes                                               map[string]string
 }
 
 // Jobs lists the jobs of live build number in step order, each retry
@@ -535,7 +539,7 @@ func (j *liveJob) info() JobInfo {
 		ht[k] = v
 	}
 	return JobInfo{ID: j.id, Key: j.spec.key, Label: j.spec.label, Queue: j.spec.queue, State: j.state, Agent: j.agentName,
-		SignalReason: j.signalReason, Exit: j.exit, Retried: j.retried, Accepted: j.accepted, Started: j.started,
+		Signal: j.signal, SignalReason: j.signalReason, Exit: j.exit, Retried: j.retried, Accepted: j.accepted, Started: j.started,
 		Finished: j.finished, Log: j.log.String(), HeaderTimes: ht}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,24 +27,74 @@ type stepSpec struct {
 	signature           *pipeline.Signature
 }
 
-// retryRule is one entry of retry.automatic.
+// retryRule is one entry of retry.automatic, as buildkite/docs
+// pages/pipelines/configure/retry.md defines it: exit_status, signal and
+// signal_reason must all match; "*" (the default for each) matches any
+// signal or reason but, for exit_status, only 1 to 255: not 0, and not
+// the -1 of a lost agent. "none" matches a job without a signal or reason.
 type retryRule struct {
 	anyExit bool
 	exits   []int
+	signals []string // normalized (signalName); nil: "*"
+	reasons []string // nil: "*"
 	limit   int
 }
 
-// matches reports whether the rule covers exit status code.
-func (r retryRule) matches(code int) bool {
-	if r.anyExit {
-		return true
+// signalReasons are the values Buildkite documents for signal_reason
+// (retry.md; the GraphQL enum JobEventSignalReason; the agent's own in
+// agent/run_job.go), plus the rule-only "none".
+var signalReasons = map[string]bool{
+	"none": true, "cancel": true, "agent_stop": true, "agent_refused": true, "agent_incompatible": true,
+	"process_run_error": true, "signature_rejected": true, "stack_error": true,
+}
+
+// maxRetryLimit is the highest limit Buildkite accepts (retry.md).
+const maxRetryLimit = 10
+
+// matches reports whether the rule covers a job that finished with exit
+// status code, signal (the agent's name for it, "" for none) and signal
+// reason ("" for none).
+func (r retryRule) matches(code int, signal, reason string) bool {
+	switch {
+	case r.anyExit && (code < 1 || code > 255):
+		return false
+	case !r.anyExit && !slices.Contains(r.exits, code):
+		return false
+	case r.signals != nil && !slices.Contains(r.signals, orNone(signalName(signal))):
+		return false
+	case r.reasons != nil && !slices.Contains(r.reasons, orNone(reason)):
+		return false
 	}
-	for _, e := range r.exits {
-		if e == code {
-			return true
+	return true
+}
+
+// retryBy is the rule that retries a job, given how many retries each
+// rule has spent: the first rule that matches, if it has retries left.
+// Buildkite never falls through to a later rule (retry.md).
+func retryBy(rules []retryRule, used []int, code int, signal, reason string) (int, bool) {
+	for i, r := range rules {
+		if r.matches(code, signal, reason) {
+			return i, used[i] < r.limit
 		}
 	}
-	return false
+	return 0, false
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// signalName is a signal as retry rules compare it: case-insensitive,
+// the SIG prefix optional (retry.md).
+func signalName(s string) string {
+	s = strings.ToUpper(s)
+	if s == "NONE" {
+		return "none"
+	}
+	return strings.TrimPrefix(s, "SIG")
 }
 
 // stepFields are the step fields go-pipeline leaves in RemainingFields,
@@ -222,7 +273,9 @@ func dependsOn(raw json.RawMessage) ([]string, error) {
 }
 
 // retryRules reads retry.automatic: true (any exit, twice), one rule, or a
-// list of rules with exit_status a number, a list of numbers or "*".
+// list of rules with exit_status a number, a list of numbers or "*", and
+// signal and signal_reason a string, a list or "*". What Buildkite would
+// not accept (a limit over 10, an undocumented signal_reason) is an error.
 func retryRules(raw json.RawMessage) ([]retryRule, error) {
 	if len(raw) == 0 || string(raw) == "null" || string(raw) == "false" {
 		return nil, nil
@@ -237,8 +290,10 @@ func retryRules(raw json.RawMessage) ([]retryRule, error) {
 	var out []retryRule
 	for _, item := range list {
 		var r struct {
-			ExitStatus json.RawMessage `json:"exit_status"`
-			Limit      json.RawMessage `json:"limit"`
+			ExitStatus   json.RawMessage `json:"exit_status"`
+			Signal       json.RawMessage `json:"signal"`
+			SignalReason json.RawMessage `json:"signal_reason"`
+			Limit        json.RawMessage `json:"limit"`
 		}
 		if err := json.Unmarshal(item, &r); err != nil {
 			return nil, err
@@ -248,6 +303,9 @@ func retryRules(raw json.RawMessage) ([]retryRule, error) {
 			n, err := intField(r.Limit)
 			if err != nil {
 				return nil, err
+			}
+			if n < 0 || n > maxRetryLimit {
+				return nil, fmt.Errorf("limit %d is not between 0 and %d", n, maxRetryLimit)
 			}
 			rule.limit = n
 		}
@@ -264,9 +322,51 @@ func retryRules(raw json.RawMessage) ([]retryRule, error) {
 				}
 				codes = []int{n}
 			}
+			for _, c := range codes {
+				if c < -1 || c > 255 {
+					return nil, fmt.Errorf("exit_status %d is not -1 or between 0 and 255", c)
+				}
+			}
 			rule.exits = codes
+		}
+		signals, err := stringsOrStar(r.Signal)
+		if err != nil {
+			return nil, fmt.Errorf("signal %s: %w", r.Signal, err)
+		}
+		for _, sg := range signals {
+			rule.signals = append(rule.signals, signalName(sg))
+		}
+		if rule.reasons, err = stringsOrStar(r.SignalReason); err != nil {
+			return nil, fmt.Errorf("signal_reason %s: %w", r.SignalReason, err)
+		}
+		for _, reason := range rule.reasons {
+			if !signalReasons[reason] {
+				return nil, fmt.Errorf("signal_reason %q is not one Buildkite documents", reason)
+			}
 		}
 		out = append(out, rule)
 	}
 	return out, nil
+}
+
+// stringsOrStar reads a string, a list of strings, or "*" (nil: any).
+func stringsOrStar(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		if one == "*" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, err
+	}
+	if slices.Contains(list, "*") {
+		return nil, nil
+	}
+	return list, nil
 }

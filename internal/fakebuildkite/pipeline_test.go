@@ -1,8 +1,12 @@
 package fakebuildkite
 
 import (
+	"os"
 	"reflect"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/steps"
+	"gopkg.in/yaml.v3"
 )
 
 // TestParseSteps: the step fields the live server acts on, in each
@@ -88,14 +92,116 @@ func TestParseStepsRefuses(t *testing.T) {
 	}
 }
 
+// TestRetryRuleMatches: one rule's conditions, as retry.md defines them.
 func TestRetryRuleMatches(t *testing.T) {
-	r := retryRule{exits: []int{-1, 75}}
-	for code, want := range map[int]bool{-1: true, 75: true, 0: false, 1: false} {
-		if r.matches(code) != want {
-			t.Errorf("matches(%d) = %v", code, !want)
+	t.Parallel()
+	for _, tc := range []struct {
+		name, rule  string
+		code        int
+		sig, reason string
+		want        bool
+	}{
+		{"listed exit", `{exit_status: [-1, 75]}`, 75, "", "", true},
+		{"unlisted exit", `{exit_status: [-1, 75]}`, 1, "", "", false},
+		{"star matches 1 to 255", `{exit_status: "*"}`, 255, "", "", true},
+		{"star never matches 0", `{exit_status: "*"}`, 0, "", "", false},
+		{"star never matches a lost agent's -1", `{exit_status: "*"}`, -1, "", "", false},
+		{"reason none, none given", `{exit_status: -1, signal_reason: none}`, -1, "", "", true},
+		{"reason none, job refused", `{exit_status: -1, signal_reason: none}`, -1, "", "agent_refused", false},
+		{"reason listed", `{exit_status: -1, signal_reason: [agent_refused, stack_error]}`, -1, "", "stack_error", true},
+		{"reason star", `{exit_status: -1, signal_reason: "*"}`, -1, "", "signature_rejected", true},
+		{"signal without SIG, any case", `{exit_status: 143, signal: sigterm}`, 143, "SIGTERM", "cancel", true},
+		{"signal differs", `{exit_status: 143, signal: KILL}`, 143, "SIGTERM", "cancel", false},
+		{"signal none", `{exit_status: 75, signal: none}`, 75, "", "", true},
+		{"signal none, signaled", `{exit_status: 75, signal: none}`, 75, "SIGKILL", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rules, err := parseSteps([]byte("steps:\n  - command: x\n    retry: {automatic: "+tc.rule+"}\n"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rules[0].retry[0].matches(tc.code, tc.sig, tc.reason); got != tc.want {
+				t.Errorf("%s matches(%d, %q, %q) = %v, want %v", tc.rule, tc.code, tc.sig, tc.reason, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRetryRulesRefused: rules Buildkite would not accept.
+func TestRetryRulesRefused(t *testing.T) {
+	t.Parallel()
+	for _, rule := range []string{
+		`{exit_status: -1, signal_reason: agent_lost}`, // not a Buildkite value: a lost agent has none
+		`{exit_status: -1, limit: 11}`,
+		`{exit_status: 256}`,
+		`{exit_status: -2}`,
+	} {
+		if _, err := parseSteps([]byte("steps:\n  - command: x\n    retry: {automatic: "+rule+"}\n"), nil); err == nil {
+			t.Errorf("rule %s accepted", rule)
 		}
 	}
-	if !(retryRule{anyExit: true}).matches(3) {
-		t.Error("exit_status * must match any status")
+}
+
+// TestInfraRetryRules: the rules kbgen emits (the eval step's
+// steps.InfraRetry and the bootstrap step of .buildkite/pipeline.yml),
+// applied as Buildkite applies them, first match wins: the
+// infrastructure's faults are retried twice, a timed-out job, one that
+// never ran and a user's failure never.
+func TestInfraRetryRules(t *testing.T) {
+	t.Parallel()
+	evalYAML, err := yaml.Marshal(map[string]any{"steps": []any{map[string]any{"command": "x", "retry": steps.InfraRetry()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootstrap, err := os.ReadFile("../../.buildkite/pipeline.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []struct {
+		name string
+		yml  []byte
+	}{{"eval", evalYAML}, {"bootstrap", bootstrap}} {
+		specs, err := parseSteps(src.yml, map[string]string{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules := specs[0].retry
+		for _, tc := range []struct {
+			name        string
+			code        int
+			sig, reason string
+			retries     int
+		}{
+			{"lost agent", -1, "", "", 2},
+			{"this machine at fault (75)", 75, "", "", 2},
+			{"agent or container engine failed (255)", 255, "", "", 2},
+			{"timed out: the sandbox stopped with 75", 75, "SIGTERM", "cancel", 0},
+			{"timed out: killed", -1, "SIGKILL", "cancel", 0},
+			{"timed out: 143", 143, "", "cancel", 0},
+			{"timed out: the agent reports 255", 255, "", "cancel", 0},
+			{"signature rejected", -1, "", "signature_rejected", 0},
+			{"pre-bootstrap hook refused", -1, "", "agent_refused", 0},
+			{"agent incompatible", -1, "", "agent_incompatible", 0},
+			{"process did not start", -1, "", "process_run_error", 0},
+			{"stack error", -1, "", "stack_error", 0},
+			{"bad job (65)", 65, "", "", 0},
+			{"failure (1)", 1, "", "", 0},
+		} {
+			t.Run(src.name+"/"+tc.name, func(t *testing.T) {
+				used := make([]int, len(rules))
+				n := 0
+				for ; n < 10; n++ {
+					rule, ok := retryBy(rules, used, tc.code, tc.sig, tc.reason)
+					if !ok {
+						break
+					}
+					used[rule]++
+				}
+				if n != tc.retries {
+					t.Errorf("exit %d signal %q reason %q: retried %d times, want %d", tc.code, tc.sig, tc.reason, n, tc.retries)
+				}
+			})
+		}
 	}
 }
