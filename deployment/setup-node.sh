@@ -177,7 +177,7 @@ if [ -n "${KBGEN_BINARY:-}" ]; then
 else
   version=$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)
   # Static: the sandbox mounts this binary into runner images of any libc.
-  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-X main.Version=$version" -o "$tmp/kbgen" ./cmd/kbgen)
+  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/gpu-mode/kbgen/internal/version.Version=$version" -o "$tmp/kbgen" ./cmd/kbgen)
 fi
 if cmp -s "$tmp/kbgen" "$kbgen_dest"; then
   say "unchanged    $kbgen_dest"

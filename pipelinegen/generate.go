@@ -36,6 +36,9 @@ type Options struct {
 	// UserConcurrency is how many eval steps one user may run at once on a
 	// queue (default 1).
 	UserConcurrency int
+	// GeneratorVersion is the generating kbgen's version, put in the eval
+	// step's env as contract.EnvGeneratorVersion; "" leaves it out.
+	GeneratorVersion string
 }
 
 // Per-run budget Kernelbot spends before the evaluated program starts: the
@@ -103,6 +106,9 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 	}
 	if v.Noise != nil {
 		env[contract.EnvNoisePolicy] = v.Noise.String()
+	}
+	if opts.GeneratorVersion != "" {
+		env[contract.EnvGeneratorVersion] = steps.Escape(opts.GeneratorVersion)
 	}
 	eval := steps.Eval{
 		Label: fmt.Sprintf("%s %s %s · %s%s", v.Emoji(), v.Donor, v.ShapeName(), cfg.Mode, runLabel),

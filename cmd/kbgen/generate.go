@@ -12,6 +12,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/version"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/signing"
@@ -73,7 +74,7 @@ func (c *GenerateCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	p, noJob, err := pipelinegen.FromBuild(reg, pipelinegen.Build{PayloadFile: c.PayloadFile, Stdin: g.Stdin, Queue: c.Queue, Lookup: g.LookupEnv}, pipelinegen.Options{})
+	p, noJob, err := pipelinegen.FromBuild(reg, pipelinegen.Build{PayloadFile: c.PayloadFile, Stdin: g.Stdin, Queue: c.Queue, Lookup: g.LookupEnv}, pipelinegen.Options{GeneratorVersion: version.Version})
 	switch {
 	case pipelinegen.IsUsage(err):
 		return withCode(exitcode.Usage, err)

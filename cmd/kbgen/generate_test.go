@@ -31,7 +31,7 @@ func TestGenerateFromBuildEnv(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"queue: nvidia-b200", "KERNELBOT_RUN_ID: run-$$HOME", "priority: 3", "concurrency_group: kernelbot/nvidia-b200/user/alice", "· leaderboard"} {
+	for _, want := range []string{"queue: nvidia-b200", "KERNELBOT_RUN_ID: run-$$HOME", "KBGEN_GENERATOR_VERSION: dev", "priority: 3", "concurrency_group: kernelbot/nvidia-b200/user/alice", "· leaderboard"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("pipeline lacks %q:\n%s", want, r.stdout)
 		}

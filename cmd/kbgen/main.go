@@ -17,6 +17,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/version"
 	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/sandbox"
@@ -101,7 +102,7 @@ func runCLI(g *Globals, args []string) (code int) {
 		kong.Writers(g.Stdout, g.Stderr),
 		kong.Exit(func(c int) { panic(exitRequest(c)) }),
 		kong.Bind(g),
-		kong.Vars{"version": Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String()},
+		kong.Vars{"version": version.Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String()},
 	)
 	if err != nil {
 		fmt.Fprintf(g.Stderr, "kbgen: %v\n", err)

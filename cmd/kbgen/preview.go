@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/version"
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
@@ -44,7 +45,7 @@ func (c *PreviewCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	p, err := pipelinegen.Generate(pipelinegen.Job{Input: in, RunID: c.RunID, Queue: vendor.Queue}, vendor, pipelinegen.Options{})
+	p, err := pipelinegen.Generate(pipelinegen.Job{Input: in, RunID: c.RunID, Queue: vendor.Queue}, vendor, pipelinegen.Options{GeneratorVersion: version.Version})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/version"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
@@ -85,6 +86,9 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	})
 	if err != nil {
 		return sandboxErr(err)
+	}
+	if w := sandbox.VersionSkew(g.LookupEnv, version.Version); w != "" {
+		fmt.Fprintln(g.Stderr, "kbgen sandbox: "+w)
 	}
 	if c.DryRun {
 		fmt.Fprint(g.Stdout, job.Spec.String())

@@ -5,9 +5,12 @@ import (
 	"testing"
 )
 
+// TestVersion: an unstamped build (the test binary) says dev, and the
+// supported agent range is printed.
 func TestVersion(t *testing.T) {
 	r := runKbgen(t, nil, "", "version")
-	if r.code != 0 || !regexp.MustCompile(`^kbgen \S+ \(go1\.\d+[^,]*, linux/\w+\)\n$`).MatchString(r.stdout) {
+	want := regexp.MustCompile(`^kbgen dev \([^;]+; go1\.\d+[^,]*, linux/\w+\)\nsupports buildkite-agent >= v3\.50\.2 \(tested with v3\.52\.1\)\n$`)
+	if r.code != 0 || !want.MatchString(r.stdout) {
 		t.Fatalf("version: exit %d %q", r.code, r.stdout)
 	}
 }

@@ -100,6 +100,11 @@ const (
 	// an agent-driven test can turn the GPU flags off through the hook. It
 	// only ever grants less.
 	EnvSandboxNoGPU = "KBGEN_SANDBOX_NO_GPU"
+	// EnvGeneratorVersion is the version of the kbgen that generated the
+	// eval step (internal/version), in the step's env; `kbgen sandbox`
+	// warns in the job log when its own version differs (a control agent
+	// or node left behind by a release). Informational: it decides nothing.
+	EnvGeneratorVersion = "KBGEN_GENERATOR_VERSION"
 )
 
 // Buildkite's variables that kbgen reads. The agent sets the job's; the
