@@ -52,6 +52,11 @@ type Doctor struct {
 	// NoGPU leaves the GPU flags out of the probe (tests on engines with
 	// no GPU runtime); the probe then sees no GPU and fails that part.
 	NoGPU bool
+	// Kbgen is the kbgen the agents run, checked to be static; "" skips.
+	Kbgen string
+	// Plugin is the gpu-docker plugin the pin must hold; nil is the one
+	// built into this kbgen.
+	Plugin fs.FS
 }
 
 // Run performs every check and returns them in order. It never stops at
@@ -79,6 +84,7 @@ func (d *Doctor) Run(ctx context.Context) []Check {
 		out = append(out, fail("isolation", "not checked: no agents installed"))
 		return out
 	}
+	out = append(out, d.checkStatic(), d.checkPluginPin(plan))
 	for _, a := range plan.Agents {
 		out = append(out, d.checkUnit(ctx, a.GPU.Index))
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/gpu-mode/kbgen"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
@@ -69,7 +70,12 @@ func installedRoot(t *testing.T, box, queue string) fstest.MapFS {
 	root := fstest.MapFS{
 		"sys/fs/cgroup/cgroup.controllers": {Data: []byte("cpuset cpu io memory hugetlb pids rdma misc\n")},
 	}
-	for _, f := range renderFixture(t, box, queue, false) {
+	// Installed as kbgen node install does: the plugin pinned by default.
+	files, err := Render(planFixture(t, box, defaultOpts), InstallOptions{Queue: queue, Plugin: kbgen.GPUDockerPlugin()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
 		root[strings.TrimPrefix(f.Path, "/")] = &fstest.MapFile{Data: f.Data, Mode: f.Mode}
 	}
 	// The host's services, confined to the housekeeping CPUs as the
@@ -127,10 +133,10 @@ func TestDoctorHealthyNVIDIA(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("healthy node failed checks:\n%s", strings.Join(failed, "\n"))
 	}
-	// installed, driver, docker, toolkit, cgroup, 8 units, housekeeping,
-	// 8 isolation probes.
-	if n != 5+8+1+8 {
-		t.Errorf("%d checks, want 22", n)
+	// installed, driver, docker, toolkit, cgroup, static kbgen (skipped),
+	// plugin pin, 8 units, housekeeping, 8 isolation probes.
+	if n != 5+2+8+1+8 {
+		t.Errorf("%d checks, want 24", n)
 	}
 	// The probe runs exactly the sandbox's argv: --gpus by UUID and the
 	// agent's cpuset, no network.
@@ -231,7 +237,7 @@ func TestDoctorAMD(t *testing.T) {
 	d := newDoctor(root, f)
 	d.SandboxHost.SysfsRoot = "testdata/mi300xx8/sys"
 	failed, n := summarize(d.Run(context.Background()))
-	if len(failed) > 0 || n != 22 {
+	if len(failed) > 0 || n != 24 {
 		t.Errorf("%d checks, failures:\n%s", n, strings.Join(failed, "\n"))
 	}
 	delete(root, "dev/dri/renderD133")

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpu-mode/kbgen"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -20,7 +21,10 @@ type Inputs struct {
 	// VerificationKey is a public JWKS file; when "", a key already
 	// installed under Root is kept.
 	VerificationKey string
-	// Plugin is a directory holding the gpu-docker plugin to pin.
+	// Plugin is a directory holding the gpu-docker plugin to pin; when "",
+	// the plugin built into this kbgen (kbgen.GPUDockerPlugin) is pinned.
+	// The pin is never off: without it a build at another commit runs its
+	// own hook code on the host (docs/security.md).
 	Plugin string
 	// Root is the install root (see Apply).
 	Root string
@@ -55,6 +59,7 @@ func (in Inputs) Load(opts *InstallOptions) error {
 			return inputErrorf("agent token file %s is empty", in.TokenFile)
 		}
 	}
+	opts.Plugin = kbgen.GPUDockerPlugin()
 	if in.Plugin != "" {
 		if st, err := os.Stat(in.Plugin); err != nil || !st.IsDir() {
 			return inputErrorf("plugin %s: not a directory", in.Plugin)

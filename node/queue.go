@@ -17,7 +17,10 @@ func (e *QueueMismatchError) Error() string { return e.Msg }
 // CheckQueue checks p's queue against the vendor registry: a queue the
 // registry does not know is allowed, with a note on the plan (the registry
 // may be updated after the node); a Kubernetes queue or one of another
-// runtime is a *QueueMismatchError. A plan with no queue passes.
+// runtime is a *QueueMismatchError. An alias ("h100") becomes the
+// canonical queue ("nvidia-h100"), with a note: steps target the canonical
+// name (pipelinegen.PlanEval), so agents tagged with an alias would never
+// get a job. A plan with no queue passes.
 func CheckQueue(p *Plan, reg *pipelinegen.Registry) error {
 	if p.Queue == "" {
 		return nil
@@ -30,13 +33,43 @@ func CheckQueue(p *Plan, reg *pipelinegen.Registry) error {
 	if err != nil {
 		return err
 	}
+	if v.Queue != p.Queue {
+		p.Notes = append(p.Notes, fmt.Sprintf("queue %q is an alias of %q, the name steps are routed to: the agents are tagged queue=%s", p.Queue, v.Queue, v.Queue))
+		p.Queue = v.Queue
+	}
 	if v.Backend == pipelinegen.BackendKubernetes {
 		return &QueueMismatchError{Msg: fmt.Sprintf("queue %q runs on Kubernetes (agent-stack-k8s), not on agents installed here: see deployment/k8s and docs/vendor-onboarding.md#kubernetes", p.Queue)}
 	}
 	if v.Runtime != p.Runtime {
 		return &QueueMismatchError{Msg: fmt.Sprintf("queue %q runs %s GPUs (%s), but this node's GPUs are %s", p.Queue, v.Runtime, v.GPU, p.Runtime)}
 	}
+	p.Notes = append(p.Notes, stepCPUsNote(p, v))
 	return nil
+}
+
+// stepCPUsNote explains why a step uses fewer CPUs than its agent owns:
+// the registry fixes a queue's step size so every node of the queue times
+// the same shape, and the sandbox takes the first whole cores of the
+// agent's cpuset (sandbox.CPUSet.Pick). A step asking for more than the
+// agent owns is refused, so that is said too.
+func stepCPUsNote(p *Plan, v *pipelinegen.Vendor) string {
+	least := 0
+	for i, a := range p.Agents {
+		if i == 0 || a.CPUs < least {
+			least = a.CPUs
+		}
+	}
+	cpus := v.Resources.CPUs
+	switch {
+	case cpus == 0:
+		return fmt.Sprintf("a step of queue %s gets all of its agent's CPUs (the registry sets no resources.cpus)", v.Queue)
+	case cpus > least:
+		return fmt.Sprintf("a step of queue %s asks for %d CPUs but an agent here owns %d: the sandbox will refuse its steps (exit 75); lower --reserve-cores or ask for the queue's resources.cpus to change", v.Queue, cpus, least)
+	}
+	if cpus == least {
+		return fmt.Sprintf("a step of queue %s uses all %d of its agent's CPUs (the registry's resources.cpus)", v.Queue, cpus)
+	}
+	return fmt.Sprintf("a step of queue %s uses %d of its agent's %d CPUs: the registry's resources.cpus, the same on every node of the queue so timings compare; the sandbox gives it the agent's first whole cores and the rest stay idle", v.Queue, cpus, least)
 }
 
 // QueueImage is the runner image of p's queue in the registry, or "" when

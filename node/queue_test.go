@@ -14,32 +14,55 @@ func TestCheckQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agents := []Agent{{ID: "gpu0", CPUs: 26}, {ID: "gpu1", CPUs: 26}}
 	for _, tt := range []struct {
-		queue    string
-		runtime  contract.Runtime
-		mismatch string // part of the *QueueMismatchError, "" for none
-		note     bool
+		name      string
+		queue     string
+		runtime   contract.Runtime
+		agents    []Agent
+		mismatch  string   // part of the *QueueMismatchError, "" for none
+		wantQueue string   // the plan's queue after the check
+		notes     []string // a part of each note, in order
 	}{
-		{"", contract.RuntimeNVIDIA, "", false},
-		{"nvidia-h100", contract.RuntimeNVIDIA, "", false},
-		{"h100", contract.RuntimeNVIDIA, "", false},
-		{"amd-mi300", contract.RuntimeNVIDIA, `queue "amd-mi300" runs rocm GPUs (MI300X), but this node's GPUs are nvidia`, false},
-		{"nvidia-h100", contract.RuntimeROCm, "this node's GPUs are rocm", false},
-		{"nebius-h100-k8s", contract.RuntimeNVIDIA, "runs on Kubernetes", false},
-		{"brand-new-queue", contract.RuntimeROCm, "", true},
+		{name: "no queue", runtime: contract.RuntimeNVIDIA},
+		{name: "canonical", queue: "nvidia-h100", runtime: contract.RuntimeNVIDIA, agents: agents, wantQueue: "nvidia-h100",
+			notes: []string{"a step of queue nvidia-h100 uses 12 of its agent's 26 CPUs"}},
+		// The vendor bug of issue 19: agents tagged queue=h100 never got a
+		// job, since steps target nvidia-h100.
+		{name: "alias resolved", queue: "h100", runtime: contract.RuntimeNVIDIA, agents: agents, wantQueue: "nvidia-h100",
+			notes: []string{`queue "h100" is an alias of "nvidia-h100"`, "uses 12 of its agent's 26 CPUs"}},
+		{name: "agent smaller than the step", queue: "nvidia-h100", runtime: contract.RuntimeNVIDIA, agents: []Agent{{CPUs: 26}, {CPUs: 8}}, wantQueue: "nvidia-h100",
+			notes: []string{"asks for 12 CPUs but an agent here owns 8: the sandbox will refuse its steps"}},
+		{name: "other runtime", queue: "amd-mi300", runtime: contract.RuntimeNVIDIA, mismatch: `queue "amd-mi300" runs rocm GPUs (MI300X), but this node's GPUs are nvidia`, wantQueue: "amd-mi300"},
+		{name: "nvidia queue on AMD", queue: "nvidia-h100", runtime: contract.RuntimeROCm, mismatch: "this node's GPUs are rocm", wantQueue: "nvidia-h100"},
+		{name: "kubernetes", queue: "nebius-h100-k8s", runtime: contract.RuntimeNVIDIA, mismatch: "runs on Kubernetes", wantQueue: "nebius-h100-k8s"},
+		{name: "unknown queue", queue: "brand-new-queue", runtime: contract.RuntimeROCm, wantQueue: "brand-new-queue", notes: []string{"not in the vendor registry"}},
 	} {
-		p := &Plan{Queue: tt.queue, Runtime: tt.runtime}
-		err := CheckQueue(p, reg)
-		var qm *QueueMismatchError
-		switch {
-		case tt.mismatch == "" && err != nil:
-			t.Errorf("%s on %s: %v", tt.queue, tt.runtime, err)
-		case tt.mismatch != "" && (!errors.As(err, &qm) || !strings.Contains(err.Error(), tt.mismatch)):
-			t.Errorf("%s on %s: %v, want a mismatch with %q", tt.queue, tt.runtime, err, tt.mismatch)
-		}
-		if got := len(p.Notes) == 1 && strings.Contains(p.Notes[0], "not in the vendor registry"); got != tt.note {
-			t.Errorf("%s: notes %q", tt.queue, p.Notes)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			p := &Plan{Queue: tt.queue, Runtime: tt.runtime, Agents: tt.agents}
+			err := CheckQueue(p, reg)
+			var qm *QueueMismatchError
+			switch {
+			case tt.mismatch == "" && err != nil:
+				t.Fatalf("%v", err)
+			case tt.mismatch != "" && (!errors.As(err, &qm) || !strings.Contains(err.Error(), tt.mismatch)):
+				t.Fatalf("%v, want a mismatch with %q", err, tt.mismatch)
+			}
+			if p.Queue != tt.wantQueue {
+				t.Errorf("queue %q, want %q", p.Queue, tt.wantQueue)
+			}
+			if tt.mismatch != "" {
+				return
+			}
+			if len(p.Notes) != len(tt.notes) {
+				t.Fatalf("notes %q, want %d", p.Notes, len(tt.notes))
+			}
+			for i, n := range tt.notes {
+				if !strings.Contains(p.Notes[i], n) {
+					t.Errorf("note %d %q lacks %q", i, p.Notes[i], n)
+				}
+			}
+		})
 	}
 }
 

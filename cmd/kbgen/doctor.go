@@ -46,6 +46,11 @@ func (c *DoctorCmd) Run(g *Globals) error {
 		return c.runE2E(ctx, g)
 	}
 	d := &node.Doctor{Root: os.DirFS(c.Root), Runner: node.ExecRunner{}, SandboxHost: sandbox.LocalHost()}
+	// The kbgen the agents run: the one on their PATH (node install's
+	// --kbgen-path), which is this one when run as `sudo kbgen doctor`.
+	if exe, err := os.Executable(); err == nil {
+		d.Kbgen = exe
+	}
 	if !c.SkipContainers {
 		d.Image = c.Image
 		if d.Image == "" {

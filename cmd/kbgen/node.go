@@ -30,8 +30,8 @@ type machineFlags struct {
 	Sysfs         string `default:"/sys" placeholder:"DIR" help:"The /sys tree to read NUMA nodes, cores, PCI devices and the KFD topology from. Example: --sysfs node/testdata/h100x8/sys"`
 	NvidiaSMI     string `name:"nvidia-smi" placeholder:"FILE" help:"Output of 'nvidia-smi --query-gpu=index,uuid,pci.bus_id,name --format=csv,noheader' to use instead of running nvidia-smi. Example: --nvidia-smi smi.csv"`
 	RocmSMI       string `name:"rocm-smi" placeholder:"FILE" help:"Output of 'rocm-smi --showbus --showproductname --showuniqueid --json' for AMD model names and unique ids (AMD GPUs are found in sysfs either way). Example: --rocm-smi smi.json"`
-	ReserveCores  int    `default:"1" placeholder:"N" help:"Whole cores (SMT siblings together) of each NUMA node kept as housekeeping CPUs: the node's first cores, where the OS services, dockerd, containerd, the agents and kbgen are confined (with the cores left over after an even split). Example: --reserve-cores 2"`
-	ReserveMemory string `default:"16g" placeholder:"SIZE" help:"Memory of each NUMA node kept for the host, docker syntax. Example: --reserve-memory 32g"`
+	ReserveCores  int    `default:"1" placeholder:"N" help:"Whole cores (SMT siblings together) of each NUMA node kept as housekeeping CPUs: the node's first cores, where the OS services, dockerd, containerd, the agents and kbgen are confined (with the cores left over after an even split). Default: ${default} (setup-node.sh: RESERVE_CORES). Example: --reserve-cores 2"`
+	ReserveMemory string `default:"16g" placeholder:"SIZE" help:"Memory of each NUMA node kept for the host, docker syntax. Default: ${default} (setup-node.sh: RESERVE_MEMORY). Example: --reserve-memory 32g"`
 }
 
 func (m *machineFlags) plan(ctx context.Context, g *Globals, queue string) (*node.Plan, error) {
@@ -70,7 +70,7 @@ func (m *machineFlags) plan(ctx context.Context, g *Globals, queue string) (*nod
 // NodePlanCmd prints the plan.
 type NodePlanCmd struct {
 	machineFlags `embed:""`
-	Queue        string `placeholder:"Q" help:"The Buildkite queue the agents will serve; checked against the vendor registry's runtime. Example: --queue nvidia-h100"`
+	Queue        string `placeholder:"Q" help:"The Buildkite queue the agents will serve; checked against the vendor registry's runtime, an alias (h100) resolved to its queue (nvidia-h100). Example: --queue nvidia-h100"`
 	JSON         bool   `name:"json" help:"Print the plan as JSON instead of a table."`
 }
 
@@ -102,11 +102,11 @@ func (c *NodePlanCmd) Run(g *Globals) error {
 // NodeInstallCmd renders and installs the agents.
 type NodeInstallCmd struct {
 	machineFlags    `embed:""`
-	Queue           string `required:"" placeholder:"Q" help:"The Buildkite queue the agents serve (tag queue=Q). Example: --queue nvidia-h100"`
+	Queue           string `required:"" placeholder:"Q" help:"The Buildkite queue the agents serve (tag queue=Q); an alias (h100) is resolved to the registry's queue (nvidia-h100), the name steps are routed to. Example: --queue nvidia-h100"`
 	Root            string `default:"/" placeholder:"DIR" help:"Install under DIR instead of / (a staging tree; nothing is started). Example: --root /tmp/stage"`
 	DryRun          bool   `help:"List the files and whether each would be created, updated or left unchanged; write nothing."`
 	TokenFile       string `placeholder:"FILE" help:"File holding the Buildkite agent token (default: $$BUILDKITE_AGENT_TOKEN). Written root-only (0600) to /etc/buildkite-agent/kbgen/token.env; never printed. Without either, an installed token is kept. Example: --token-file /root/agent-token"`
-	Plugin          string `placeholder:"DIR" help:"Pin this copy of the gpu-docker plugin (the checkout's .buildkite/plugins/gpu-docker): installed under /usr/local/share/kbgen/plugins, with a post-checkout hook per agent that puts it in place of whatever a build checks out. setup-node.sh passes it. Example: --plugin .buildkite/plugins/gpu-docker"`
+	Plugin          string `placeholder:"DIR" help:"The gpu-docker plugin to pin instead of the one built into this kbgen (the default, always on): installed under /usr/local/share/kbgen/plugins, with a post-checkout hook per agent that puts it in place of whatever a build checks out, so a build at another commit cannot run its own hook code on this host. Example: --plugin .buildkite/plugins/gpu-docker"`
 	VerificationKey string `placeholder:"JWKS" help:"Public JWKS the agents verify signed pipelines with (verification-failure-behavior=block). Without it, an installed key is kept. Example: --verification-key kernelbot-public.jwks"`
 	AgentBinary     string `default:"${agent_binary}" placeholder:"PATH" help:"The buildkite-agent executable the units start. Example: --agent-binary /usr/local/bin/buildkite-agent"`
 	KbgenPath       string `default:"/usr/local/bin/kbgen" placeholder:"PATH" help:"Where kbgen is installed; its directory is put first on the agents' PATH (the gpu-docker hook calls kbgen). Example: --kbgen-path /opt/kbgen/bin/kbgen"`
@@ -139,7 +139,8 @@ func (c *NodeInstallCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	opts := node.InstallOptions{Queue: c.Queue, AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath}
+	// p.Queue, not c.Queue: an alias was resolved to the queue steps target.
+	opts := node.InstallOptions{Queue: p.Queue, AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath}
 	inputs := node.Inputs{TokenFile: c.TokenFile, EnvToken: g.Getenv(contract.EnvAgentToken), VerificationKey: c.VerificationKey, Plugin: c.Plugin, Root: c.Root}
 	if err := inputs.Load(&opts); err != nil {
 		if errors.As(err, new(*node.InputError)) {
@@ -155,6 +156,9 @@ func (c *NodeInstallCmd) Run(g *Globals) error {
 	verb := map[node.Change]string{node.Created: "created", node.Updated: "updated", node.Unchanged: "unchanged"}
 	if c.DryRun {
 		verb = map[node.Change]string{node.Created: "would create", node.Updated: "would update", node.Unchanged: "unchanged"}
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(g.Stdout, "note: %s\n", n)
 	}
 	for _, r := range results {
 		fmt.Fprintf(g.Stdout, "%-12s %s %s\n", verb[r.Change], r.Mode, r.Path)
@@ -175,7 +179,7 @@ func (c *NodeInstallCmd) Run(g *Globals) error {
 		fmt.Fprintf(g.Stderr, "kbgen: warning: no agent token given (--token-file or BUILDKITE_AGENT_TOKEN) and none installed: the agents will not start until %s exists\n", node.TokenFile)
 	}
 	fmt.Fprintf(g.Stdout, "%d agents for queue %s; start them with: systemctl daemon-reload && systemctl enable --now %s\n",
-		len(p.Agents), c.Queue, instanceList(p))
+		len(p.Agents), p.Queue, instanceList(p))
 	fmt.Fprintf(g.Stdout, "housekeeping CPUs %s (cgroup v%d): %s, then restart docker, containerd and the agents; kbgen doctor checks it\n",
 		p.HostCPUs, p.CgroupVersion, map[bool]string{true: "systemctl daemon-reload", false: "systemctl daemon-reexec"}[p.CgroupVersion == 2])
 	return nil
