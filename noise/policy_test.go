@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/mdtext/mdtexttest"
 )
 
 func TestPolicyRoundTrip(t *testing.T) {
@@ -77,8 +78,8 @@ func TestMarkdownAndFile(t *testing.T) {
 	md := rec.Markdown()
 	for _, want := range []string{
 		"**noise**: noisy (steal 20.0 %, foreign CPU 15.0 %, noise.json)",
-		"- `leaderboard` steal (external): hypervisor steal 20.0 % on CPUs 1",
-		"- retried: external noise (",
+		"- `leaderboard` `steal` (external): `hypervisor steal 20.0 % on CPUs 1",
+		"- retried: `external noise (",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -98,5 +99,23 @@ func TestMarkdownAndFile(t *testing.T) {
 	clean := (&Record{Verdict: Clean, Runs: map[string]*Run{"benchmark": {Steal: StealReport{Availability: Availability{Status: OK}, StealPercent: 0.4}}}}).Markdown()
 	if clean != "**noise**: clean (steal 0.4 %, noise.json)\n" {
 		t.Errorf("clean markdown = %q", clean)
+	}
+}
+
+// TestMarkdownIsInert: a noise.json forged in the container (or a
+// foreign process named to attack) cannot put a link, an image or HTML in
+// the annotation, nor a line of its own.
+func TestMarkdownIsInert(t *testing.T) {
+	t.Parallel()
+	for name, s := range mdtexttest.Hostile {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rec := &Record{Verdict: Verdict(s), Retry: true, RetryReason: s, Reasons: []Reason{{Run: s, Source: s, External: true, Message: s}}}
+			md := rec.Markdown()
+			mdtexttest.Inert(t, mdtexttest.Render(t, md), -1)
+			if n := strings.Count(md, "\n"); n != 3 {
+				t.Errorf("%d lines, want 3:\n%s", n, md)
+			}
+		})
 	}
 }

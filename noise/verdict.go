@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/mdtext"
 )
 
 // Record judges every run recorded so far against p.
@@ -142,16 +144,16 @@ func (r *Record) Markdown() string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "**noise**: %s (%s)", r.Verdict, r.summary())
+	fmt.Fprintf(&b, "**noise**: %s (%s)", verdictText(r.Verdict), r.summary())
 	for _, x := range r.Reasons {
 		who := "the job's own load"
 		if x.External {
 			who = "external"
 		}
-		fmt.Fprintf(&b, "\n- `%s` %s (%s): %s", x.Run, x.Source, who, mdText(x.Message))
+		fmt.Fprintf(&b, "\n- %s %s (%s): %s", mdtext.Code(x.Run), mdtext.Code(x.Source), who, mdtext.Code(x.Message))
 	}
 	if r.Retry {
-		b.WriteString("\n- retried: " + mdText(r.RetryReason))
+		b.WriteString("\n- retried: " + mdtext.Code(r.RetryReason))
 	}
 	return b.String() + "\n"
 }
@@ -181,6 +183,11 @@ func (r *Record) summary() string {
 	return strings.Join(parts, ", ")
 }
 
-func mdText(s string) string {
-	return strings.NewReplacer("|", "\\|", "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
+// verdictText is v as the annotation shows it: a noise.json read back
+// from the container could hold any string there.
+func verdictText(v Verdict) string {
+	if v == Clean || v == Noisy {
+		return string(v)
+	}
+	return mdtext.Code(string(v))
 }

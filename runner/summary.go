@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/mdtext"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -168,7 +169,11 @@ func WriteSummary(w io.Writer, mode payload.Mode, res *payload.FullResult) {
 
 // Markdown is the annotation posted to the Buildkite build: the same
 // summary as a table. Only verdict keys and case specs appear, never
-// stdout, stderr or the environment.
+// stdout, stderr or the environment. Every string from the result is the
+// submission's to choose (a forged result.json, an exception message, a
+// run key), so each goes through mdtext.Code: an inline code span that
+// cannot become a link, an image, HTML or a new row. At most
+// maxAnnotationRows rows are listed, then how many were left out.
 func Markdown(mode payload.Mode, res *payload.FullResult) string {
 	var b strings.Builder
 	gpu := res.System.GPU
@@ -177,32 +182,44 @@ func Markdown(mode payload.Mode, res *payload.FullResult) string {
 	}
 	status := "all runs passed"
 	if !res.Success {
-		status = "runner failed: " + mdEscape(res.Error)
+		status = "runner failed: " + mdtext.Code(res.Error)
 	} else if !AllPassed(res) {
 		status = "not all runs passed"
 	}
-	fmt.Fprintf(&b, "**kbgen** `%s` on **%s** (%s): %s\n\n", mode, mdEscape(gpu), mdEscape(orNone(res.System.Runtime)), status)
+	fmt.Fprintf(&b, "**kbgen** %s on %s (%s): %s\n\n", mdtext.Code(string(mode)), mdtext.Code(gpu), mdtext.Code(orNone(res.System.Runtime)), status)
 	if len(res.Runs) == 0 {
 		return b.String()
 	}
 	b.WriteString("| run | case | spec | result |\n| --- | --- | --- | --- |\n")
+	rows, left := 0, 0
+	row := func(format string, args ...any) {
+		if rows >= maxAnnotationRows {
+			left++
+			return
+		}
+		rows++
+		fmt.Fprintf(&b, format, args...)
+	}
 	for _, k := range runOrder(res.Runs) {
 		r := res.Runs[k]
-		fmt.Fprintf(&b, "| %s | | | %s |\n", k, Verdict(r))
+		row("| %s | | | %s |\n", mdtext.Code(k), Verdict(r))
 		if r.Run == nil {
 			continue
 		}
 		for _, c := range caseLines(r.Run) {
-			fmt.Fprintf(&b, "| | %s | `%s` | %s %s |\n", c.Name, mdEscape(c.Spec), mdEscape(c.Status), mdEscape(c.Detail))
+			row("| | %s | %s | %s %s |\n", mdtext.Code(c.Name), mdtext.Code(c.Spec), mdtext.Code(c.Status), mdtext.Code(c.Detail))
 		}
+	}
+	if left > 0 {
+		fmt.Fprintf(&b, "\n%d more rows are in result.json.\n", left)
 	}
 	return b.String()
 }
 
-func mdEscape(s string) string {
-	r := strings.NewReplacer("|", `\|`, "\n", " ", "`", "'", "<", "&lt;", ">", "&gt;")
-	return r.Replace(s)
-}
+// maxAnnotationRows bounds the annotation's table: a result with a
+// million cases must not make a megabyte annotation (Buildkite's limit is
+// 1 MiB a body, buildkite/docs pages/pipelines/configure/annotations.md).
+const maxAnnotationRows = 200
 
 func orNone(s string) string {
 	if s == "" {

@@ -3,6 +3,7 @@ package bkagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,5 +91,46 @@ func TestSummaryKeepsBothEnds(t *testing.T) {
 		if got := summary(tt.in); got != tt.want {
 			t.Errorf("summary(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestArtifactUploadRefusesPatterns: names the container chose (a profile
+// zip it planted in profile_data/) cannot add a pattern to the agent's
+// ";"-joined glob list: only the safe names reach the agent, and the
+// error names the others.
+func TestArtifactUploadRefusesPatterns(t *testing.T) {
+	t.Parallel()
+	logDir := t.TempDir()
+	agent, err := Find("", standIn(t, "BK_LOG_DIR="+logDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := []string{"profile_data/a;*;.zip", "profile_data/*.zip", "profile_data/**", "profile_data/{a,b}.zip", "profile_data/[ab].zip",
+		"profile_data/x?.zip", "../../etc/passwd", "/etc/shadow", "profile_data/a\nb.zip", "profile_data/a b.zip", "profile_data/\\*.zip", "", "./result.json", "profile_data//x.zip"}
+	err = agent.ArtifactUpload(context.Background(), t.TempDir(), append([]string{"result.json", "profile_data/profile.0.zip"}, hostile...))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("refused %d unsafe name(s)", len(hostile))) {
+		t.Errorf("error = %v, want the %d refused names", err, len(hostile))
+	}
+	argv, _ := os.ReadFile(filepath.Join(logDir, "0.argv"))
+	if string(argv) != "artifact\nupload\nresult.json;profile_data/profile.0.zip\n" {
+		t.Errorf("agent argv = %q", argv)
+	}
+}
+
+func TestSafeArtifactPath(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		p    string
+		want bool
+	}{
+		{"result.json", true}, {"profile_data/profile.10.zip", true}, {"noise.json", true}, {"a-b_c.D9", true},
+		{"a;b", false}, {"*", false}, {"..", false}, {"a/../b", false}, {"/abs", false}, {"a\x00b", false}, {"é.zip", false}, {"", false},
+	} {
+		t.Run(tt.p, func(t *testing.T) {
+			t.Parallel()
+			if got := SafeArtifactPath(tt.p); got != tt.want {
+				t.Errorf("SafeArtifactPath(%q) = %v", tt.p, got)
+			}
+		})
 	}
 }
