@@ -103,7 +103,7 @@ func TestRunUploadsAndAnnotates(t *testing.T) {
 	if string(argv0) != "artifact\nupload\nresult.json\n" {
 		t.Errorf("upload argv %q", argv0)
 	}
-	if !strings.HasPrefix(string(argv1), "annotate\n--style\nsuccess\n") || !strings.Contains(string(md), "**kbgen** `test` on **Test GPU** (CUDA): all runs passed") {
+	if !strings.HasPrefix(string(argv1), "annotate\n--style\nsuccess\n") || !strings.Contains(string(md), "**kbgen** `test` on `Test GPU` (`CUDA`): all runs passed") {
 		t.Errorf("annotate argv %q body %q", argv1, md)
 	}
 	// The result rides on the build as meta-data for kbgen serve.
@@ -250,7 +250,7 @@ func TestRunPublishUploadsAnExistingResult(t *testing.T) {
 	}
 	argv0, _ := os.ReadFile(filepath.Join(logs, "0.argv"))
 	md, _ := os.ReadFile(filepath.Join(logs, "1.stdin"))
-	if string(argv0) != "artifact\nupload\nresult.json;profile_data/profile.0.zip\n" || !strings.Contains(string(md), "**kbgen** `profile` on **MI300X** (ROCm): all runs passed") {
+	if string(argv0) != "artifact\nupload\nresult.json;profile_data/profile.0.zip\n" || !strings.Contains(string(md), "**kbgen** `profile` on `MI300X` (`ROCm`): all runs passed") {
 		t.Errorf("upload %q annotation %q", argv0, md)
 	}
 	fakeAgent(t, "annotate")
@@ -259,6 +259,17 @@ func TestRunPublishUploadsAnExistingResult(t *testing.T) {
 	}
 	if r := runKbgen(t, nil, "", "run", "--publish", filepath.Join(dir, "missing.json")); r.code != 2 {
 		t.Errorf("missing file: exit %d", r.code)
+	}
+	// A zip name the container planted cannot add upload patterns: the
+	// agent gets the same two names, the log says what was refused.
+	if err := os.WriteFile(filepath.Join(dir, "profile_data", "x;*;.zip"), []byte("zip"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs = fakeAgent(t, "none")
+	r := runKbgen(t, nil, "", "run", "--publish", out)
+	argv0, _ = os.ReadFile(filepath.Join(logs, "0.argv"))
+	if string(argv0) != "artifact\nupload\nresult.json;profile_data/profile.0.zip\n" || r.code != 1 || !strings.Contains(r.stderr, `refused 1 unsafe name(s)`) || !strings.Contains(r.stderr, `"profile_data/x;*;.zip"`) {
+		t.Errorf("planted name: exit %d, upload %q, stderr %s", r.code, argv0, r.stderr)
 	}
 }
 
