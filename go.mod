@@ -8,6 +8,8 @@ require (
 	github.com/buildkite/go-pipeline v0.18.1
 	github.com/google/go-cmdtest v0.4.0
 	github.com/lestrrat-go/jwx/v3 v3.2.0
+	github.com/yuin/goldmark v1.8.7
+	golang.org/x/net v0.38.0
 	gopkg.in/yaml.v3 v3.0.1
 )
 
@@ -30,7 +32,5 @@ require (
 	github.com/oleiade/reflections v1.1.0 // indirect
 	github.com/segmentio/asm v1.2.1 // indirect
 	github.com/valyala/fastjson v1.6.10 // indirect
-	github.com/yuin/goldmark v1.8.7 // indirect
-	golang.org/x/net v0.38.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )

@@ -8,12 +8,23 @@ pipe, without POPCORN_* variables, and gets only the input of each case.
 This process computes the reference from its own copy of the input and
 decides pass or fail, so a submission can neither write the verdict nor
 change what it is compared against.
+
+Timings are taken here, never in the worker: each timed call is one
+request and its reply, from writing the request to reading the whole
+reply line, so a submission that replaces its clock, or writes its own
+replies with made-up durations, changes nothing. The time includes
+handing the input to the worker and the output back (JSON through a
+pipe), the same for every submission of a task. Each request carries a
+fresh nonce the reply must echo, so a reply written before its request
+was read is refused. The profile report is the submission's process's
+own (cProfile runs there): it is shown, never ranked.
 """
 import base64
 import json
 import math
 import os
 import re
+import secrets
 import subprocess
 import sys
 import time
@@ -91,17 +102,25 @@ class Worker:
             text=True,
         )
 
-    def call(self, op, data, repeat=1):
+    def call(self, op, data):
+        """Send one request; returns (reply, nanoseconds from sending the
+        request to reading the whole reply)."""
+        nonce = secrets.token_hex(16)
+        message = json.dumps({"op": op, "data": data, "nonce": nonce}) + "\n"
         try:
-            self.proc.stdin.write(json.dumps({"op": op, "data": data, "repeat": repeat}) + "\n")
+            start = time.perf_counter_ns()
+            self.proc.stdin.write(message)
             self.proc.stdin.flush()
             line = self.proc.stdout.readline()
+            elapsed = time.perf_counter_ns() - start
             reply = json.loads(line)
         except (OSError, ValueError) as e:
-            return {"error": f"the submission's process died or broke the protocol ({type(e).__name__})"}
+            return {"error": f"the submission's process died or broke the protocol ({type(e).__name__})"}, 0
         if not isinstance(reply, dict):
-            return {"error": "the submission's process broke the protocol"}
-        return reply
+            return {"error": "the submission's process broke the protocol"}, 0
+        if reply.get("nonce") != nonce:
+            return {"error": "the submission's process replied to a request it had not read (wrong nonce)"}, 0
+        return reply, elapsed
 
     def close(self):
         try:
@@ -115,16 +134,19 @@ class Worker:
 
 
 def checked(worker, args, repeat=1):
-    """Run one case; returns (error message or None, durations in ns)."""
-    data = generate_input(**args)
+    """Run one case repeat times, each output checked; returns (error
+    message or None, durations in ns as measured by this process)."""
     expected = ref_kernel(generate_input(**args))
-    reply = worker.call("run", data, repeat)
-    if "error" in reply:
-        return str(reply["error"]), []
-    ok, message = check_implementation(reply.get("output"), expected)
-    if not ok:
-        return message, []
-    return None, [float(d) for d in reply.get("durations", [])]
+    durations = []
+    for _ in range(repeat):
+        reply, elapsed = worker.call("run", generate_input(**args))
+        if "error" in reply:
+            return str(reply["error"]), []
+        ok, message = check_implementation(reply.get("output"), expected)
+        if not ok:
+            return message, []
+        durations.append(float(elapsed))
+    return None, durations
 
 
 def stats(durations):
@@ -187,7 +209,7 @@ def run_profile(log, worker, cases):
     log("benchmark-count", len(cases))
     for i, (spec, args) in enumerate(cases):
         log(f"benchmark.{i}.spec", spec)
-        reply = worker.call("profile", generate_input(**args))
+        reply, _ = worker.call("profile", generate_input(**args))
         report = str(reply.get("report", reply.get("error", "")))
         log(f"benchmark.{i}.report", base64.b64encode(report.encode("utf-8")).decode("ascii"))
     log("check", "pass")

@@ -3,6 +3,7 @@ package runner
 import (
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 // must fail here (Kernelbot's runner passes some of them).
 func TestCheatSubmissionsFail(t *testing.T) {
 	needPython(t)
-	for _, cheat := range []string{"cheat-pipe", "cheat-exit", "cheat-input", "cheat-files", "cheat-daemon"} {
+	for _, cheat := range []string{"cheat-pipe", "cheat-exit", "cheat-input", "cheat-files", "cheat-daemon", "cheat-replies"} {
 		t.Run(cheat, func(t *testing.T) {
 			start := time.Now()
 			res, err := evaluate(t, example(t, "identity", cheat, payload.ModeLeaderboard))
@@ -34,6 +35,33 @@ func TestCheatSubmissionsFail(t *testing.T) {
 			// cheat-daemon's helper lives 60 s; the runner must not wait.
 			if took := time.Since(start); took > 30*time.Second {
 				t.Errorf("took %s", took)
+			}
+		})
+	}
+}
+
+// TestHarnessTimesFromOutside: a correct 50 ms kernel that replaces
+// every clock in its process (a 1 ns mean when a harness timed it there,
+// as the built-in one did: issue 20) is timed by the built-in harness
+// from its own process, so every mean is at least 50 ms.
+func TestHarnessTimesFromOutside(t *testing.T) {
+	needPython(t)
+	for _, mode := range []payload.Mode{payload.ModeBenchmark, payload.ModeLeaderboard} {
+		t.Run(string(mode), func(t *testing.T) {
+			res, err := evaluate(t, example(t, "identity", "cheat-timer", mode))
+			if err != nil || !AllPassed(res) {
+				t.Fatalf("a correct kernel failed: %v %+v", err, res.Runs)
+			}
+			for key, run := range res.Runs {
+				for k, v := range run.Run.Result {
+					if !strings.HasSuffix(k, ".mean") && !strings.HasSuffix(k, ".best") {
+						continue
+					}
+					ns, err := strconv.ParseFloat(v, 64)
+					if err != nil || ns < 50e6 {
+						t.Errorf("%s %s = %s ns: the submission's clock was believed", key, k, v)
+					}
+				}
 			}
 		})
 	}

@@ -116,6 +116,9 @@ func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	from, _ := strconv.Atoi(r.URL.Query().Get("from"))
+	// The stream lasts as long as the run: the server's ReadTimeout,
+	// meant for request bodies, must not cut it.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)

@@ -66,6 +66,9 @@ type Service struct {
 	logMu   sync.Mutex
 	poller  poller
 	ctx     context.Context
+	// webhookSlots bounds webhook bodies read at once (HTTPServer sets
+	// it; nil: no bound).
+	webhookSlots chan struct{}
 }
 
 // New checks cfg and returns a service; Start runs it.

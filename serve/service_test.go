@@ -38,6 +38,7 @@ type rigOpts struct {
 	secret    string
 	script    fakebuildkite.Script
 	fake      *fakebuildkite.Server // reuse (a restart)
+	limits    Limits                // zero: DefaultLimits
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -76,7 +77,11 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(svc.Handler(testToken))
+	// The real server: timeouts, connection caps, the webhook bound.
+	hs := httptest.NewUnstartedServer(nil)
+	hs.Config = svc.HTTPServer(testToken, o.limits)
+	hs.Listener = o.limits.Listener(hs.Listener)
+	hs.Start()
 	r := &rig{t: t, fake: fake, svc: svc, http: hs, log: log, cancel: cancel}
 	t.Cleanup(func() { hs.Close(); cancel() })
 	return r

@@ -84,6 +84,15 @@ func verifySignature(secret, header string, body []byte, now time.Time, window t
 // authenticated; otherwise 200 at once, and for a build of one of the
 // service's runs the watcher polls now. An unknown build is ignored.
 func (s *Service) serveWebhook(w http.ResponseWriter, req *http.Request) {
+	if s.webhookSlots != nil {
+		select {
+		case s.webhookSlots <- struct{}{}:
+			defer func() { <-s.webhookSlots }()
+		default:
+			writeError(w, http.StatusServiceUnavailable, "too many webhooks at once; Buildkite retries")
+			return
+		}
+	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxWebhookBytes+1))
 	if err != nil || len(body) > maxWebhookBytes {
 		writeError(w, http.StatusRequestEntityTooLarge, "webhook body too large or unreadable")

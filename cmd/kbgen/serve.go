@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -75,17 +73,9 @@ func (c *ServeCmd) Run(g *Globals) error {
 		where = "unix:" + addr
 	}
 	fmt.Fprintf(g.Stderr, "kbgen serve: listening on %s (API budget %d/min, poll every %s)\n", where, c.APIBudget, svc.PollEvery().Round(time.Millisecond))
-	srv := &http.Server{Handler: svc.Handler(serverToken), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
+	if err := svc.Serve(ctx, ln, serverToken, serve.DefaultLimits); err != nil {
 		return withCode(exitcode.Infra, err)
-	case <-ctx.Done():
 	}
-	sctx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	_ = srv.Shutdown(sctx)
 	fmt.Fprintln(g.Stderr, "kbgen serve: stopped; builds in flight go on and are resumed at the next start")
 	return nil
 }
