@@ -16,7 +16,7 @@ import (
 const maxRunBytes = 2 << 20
 
 // Handler is the service's HTTP API. token, when set, is required as
-// "Authorization: Bearer TOKEN" on every /v1/runs request (compared in
+// "Authorization: Bearer TOKEN" on every /v1/runs and /v1/queues request (compared in
 // constant time); the webhook has its own authentication and GET / (the
 // health check) none.
 func (s *Service) Handler(token string) http.Handler {
@@ -36,6 +36,8 @@ func (s *Service) Handler(token string) http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}", auth(s.serveGet))
 	mux.HandleFunc("GET /v1/runs/{id}/events", auth(s.serveEvents))
 	mux.HandleFunc("DELETE /v1/runs/{id}", auth(s.serveDelete))
+	mux.HandleFunc("GET /v1/queues", auth(s.serveQueues))
+	mux.HandleFunc("GET /v1/queues/{queue}", auth(s.serveQueues))
 	mux.HandleFunc("POST /v1/buildkite/webhook", s.serveWebhook)
 	return mux
 }
@@ -109,12 +111,14 @@ func (s *Service) serveDelete(w http.ResponseWriter, r *http.Request) {
 
 // serveEvents streams the run's progress events as JSON lines (the events
 // of kbgen submit --progress=json), from index ?from=N, until the "done"
-// event. A client that goes away changes nothing: the run goes on.
+// event. A client that goes away and does not come back within
+// Config.OrphanGrace has its run canceled (orphan.go).
 func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
 	run := s.run(w, r)
 	if run == nil {
 		return
 	}
+	defer run.attach(s.cfg.Now)()
 	from, _ := strconv.Atoi(r.URL.Query().Get("from"))
 	// The stream lasts as long as the run: the server's ReadTimeout,
 	// meant for request bodies, must not cut it.

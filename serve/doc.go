@@ -7,6 +7,7 @@
 // A file per concept: wire.go (the JSON API's types), run.go (one run and
 // its events), store.go (the runs by id and build), budget.go (the request
 // budget), create.go (the create queue), watch.go (the poller), result.go
-// (a finished build's FullResult), recover.go (startup), webhook.go,
+// (a finished build's FullResult), recover.go (startup), queues.go (the
+// cached queue view), orphan.go (runs whose client went away), webhook.go,
 // api.go (the HTTP handlers), remote.go (the Go client of the API).
 package serve

@@ -70,6 +70,10 @@ func (s *Service) adopt(b *client.Build) bool {
 	s.runs.linkBuild(r, b.Number)
 	if b.Finished() {
 		s.resolve(r, b)
+	} else {
+		// Its client's stream died with the old service: it has the grace
+		// period to re-attach (orphan.go).
+		r.detachedAt = s.cfg.Now()
 	}
 	return true
 }

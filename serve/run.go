@@ -33,6 +33,8 @@ type Run struct {
 	result     *payload.FullResult
 	events     []client.Event
 	changed    chan struct{} // closed on every new event
+	streams    int           // event streams open now
+	detachedAt time.Time     // when the last stream closed; zero: never had one
 }
 
 func newRun(req RunRequest, now time.Time) *Run {

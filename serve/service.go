@@ -47,6 +47,13 @@ type Config struct {
 	// Registry, when set, checks each run's queue and turns an alias
 	// (h100) into the queue name (nvidia-h100), as kbgen submit does.
 	Registry *pipelinegen.Registry
+	// QueueTTL is how old the cached queue view (GET /v1/queues) may be
+	// before a request refreshes it; default DefaultQueueTTL.
+	QueueTTL time.Duration
+	// OrphanGrace is how long a run whose client is gone (it had an event
+	// stream and none is open) may wait for a client to re-attach before
+	// it is canceled; default DefaultOrphanGrace, negative: never.
+	OrphanGrace time.Duration
 	// Log receives one line per notable event; never the token.
 	Log io.Writer
 	Now func() time.Time // default time.Now
@@ -65,6 +72,7 @@ type Service struct {
 	fetchq  chan *Run
 	logMu   sync.Mutex
 	poller  poller
+	queues  queueView
 	ctx     context.Context
 	// webhookSlots bounds webhook bodies read at once (HTTPServer sets
 	// it; nil: no bound).
@@ -87,6 +95,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.RecoverWindow <= 0 {
 		cfg.RecoverWindow = time.Hour
+	}
+	if cfg.QueueTTL <= 0 {
+		cfg.QueueTTL = DefaultQueueTTL
+	}
+	if cfg.OrphanGrace == 0 {
+		cfg.OrphanGrace = DefaultOrphanGrace
 	}
 	if cfg.KeepDone <= 0 {
 		cfg.KeepDone = 24 * time.Hour

@@ -39,6 +39,8 @@ type rigOpts struct {
 	script    fakebuildkite.Script
 	fake      *fakebuildkite.Server // reuse (a restart)
 	limits    Limits                // zero: DefaultLimits
+	orphan    time.Duration         // Config.OrphanGrace
+	queueTTL  time.Duration         // Config.QueueTTL
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -69,7 +71,8 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg})
+	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
+		OrphanGrace: o.orphan, QueueTTL: o.queueTTL})
 	if err != nil {
 		t.Fatal(err)
 	}

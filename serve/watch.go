@@ -49,6 +49,7 @@ func (s *Service) watch(ctx context.Context) {
 		}
 		s.pollOnce(ctx)
 		s.checkDeadlines()
+		s.checkOrphans()
 		if now := s.cfg.Now(); now.Sub(s.poller.pruned) > time.Minute {
 			s.poller.pruned = now
 			if n := s.runs.prune(now.Add(-s.cfg.KeepDone)); n > 0 {

@@ -1,10 +1,8 @@
-// Package kernelbot holds the Python launcher Kernelbot uses to run
-// submissions through kbgen serve (kbgen_launcher.py). This Go test runs
-// its Python tests against a real kbgen serve and the Buildkite stand-in.
 package kernelbot
 
 import (
 	"bufio"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,19 +12,128 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/pipelinegen"
 )
 
-func TestPythonLauncher(t *testing.T) {
-	py, err := exec.LookPath("python3")
+// standinTree lays out a Kernelbot-shaped tree: testdata/standin's
+// libkernelbot (Kernelbot's dataclasses and base classes, field for
+// field), its consts.py completed with the lines the patch adds, and the
+// patch's new files (launchers/buildkite.py, tests/test_buildkite.py).
+func standinTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	copyTree(t, os.DirFS("testdata/standin"), ".", filepath.Join(root, "src"))
+	sub, err := fs.Sub(tree, "tree")
 	if err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, sub, ".", root)
+	reg, err := pipelinegen.LoadRegistry("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := GPUs(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := filepath.Join(root, "src/libkernelbot/consts.py")
+	base, err := os.ReadFile(consts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := append(ConstsBlock(gpus), "", "", LookupLine, "", "GPU_TO_SM = {")
+	lines = append(append(lines, SMLines(gpus)...), "}", "")
+	if err := os.WriteFile(consts, append(base, []byte(strings.Join(lines, "\n"))...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func copyTree(t *testing.T, fsys fs.FS, from, to string) {
+	t.Helper()
+	err := fs.WalkDir(fsys, from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.Contains(p, "__pycache__") {
+			return err
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, p)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// python finds a python3 that has modules: the one on PATH, else the
+// system's (pyenv's shim may stand first on PATH without them).
+func python(t *testing.T, modules ...string) string {
+	t.Helper()
+	var tried []string
+	for _, name := range []string{"python3", "/usr/bin/python3"} {
+		py, err := exec.LookPath(name)
+		if err != nil {
+			continue
+		}
+		if len(modules) == 0 {
+			return py
+		}
+		out, err := exec.Command(py, "-c", "import "+strings.Join(modules, ", ")).CombinedOutput()
+		if err == nil {
+			return py
+		}
+		tried = append(tried, py+": "+lastLine(string(out)))
+	}
+	if len(tried) == 0 {
 		t.Skip("python3 not installed: the Kernelbot launcher's tests were not run")
 	}
-	root, _ := filepath.Abs("../..")
+	t.Skipf("no python3 with %s (apt-get install python3-pytest python3-pytest-asyncio): %s", strings.Join(modules, ", "), strings.Join(tried, "; "))
+	return ""
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestKernelbotStyleTests runs the patch's tests/test_buildkite.py (pytest,
+// pytest-asyncio, mocks: Kernelbot's CI once merged) against the stand-in
+// types.
+func TestKernelbotStyleTests(t *testing.T) {
+	py := python(t, "pytest", "pytest_asyncio")
+	root := standinTree(t)
+	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_buildkite.py")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(root, "src"), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("pytest tests/test_buildkite.py:\n%s", out)
+	if err != nil {
+		t.Fatalf("the launcher's Kernelbot-style tests failed: %v", err)
+	}
+	if !strings.Contains(string(out), " passed") || strings.Contains(string(out), "skipped") {
+		t.Fatal("not every test ran")
+	}
+}
+
+// TestPythonLauncher runs test_launcher.py: the patch's BuildkiteLauncher
+// against a real kbgen serve and the Buildkite stand-in.
+func TestPythonLauncher(t *testing.T) {
+	py := python(t)
+	root := standinTree(t)
 	bin := kbgenbin.Path(t)
 	fake := fakebuildkite.New(nil)
 	defer fake.Close()
 	fake.SetScript(fakebuildkite.Script{BootStart: 100 * time.Millisecond, Uploaded: 300 * time.Millisecond, EvalStart: 400 * time.Millisecond, Finish: 2 * time.Second, ResultInMetaData: true})
 	fake.SetRateLimit(200)
+	fake.SetAgents([]fakebuildkite.AgentSpec{
+		{Name: "h100-gpu0", Version: "3.52.1", Queue: "nvidia-h100", BusyWith: "eval"},
+		{Name: "h100-gpu1", Version: "3.52.1", Queue: "nvidia-h100"},
+	})
 	const token = "py-test-token"
 	serve := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--poll-interval", "100ms")
 	serve.Env = []string{"PATH=" + os.Getenv("PATH"), "BUILDKITE_API_TOKEN=" + fake.Token, "BUILDKITE_ORG=" + fake.Org,
@@ -51,9 +158,12 @@ func TestPythonLauncher(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("kbgen serve did not start")
 	}
+	here, _ := os.Getwd()
 	cmd := exec.Command(py, "-m", "unittest", "-v", "test_launcher")
+	cmd.Dir = here
 	cmd.Env = append(os.Environ(), "KBGEN_SERVER="+addr, "KBGEN_SERVER_TOKEN="+token,
-		"KBGEN_TEST_JOB="+filepath.Join(root, "golden/cli/fixtures/job.json"), "PYTHONDONTWRITEBYTECODE=1")
+		"KBGEN_TEST_JOB="+filepath.Join(here, "../../golden/cli/fixtures/job.json"), "PYTHONDONTWRITEBYTECODE=1",
+		"PYTHONPATH="+filepath.Join(root, "src"))
 	out, err := cmd.CombinedOutput()
 	t.Logf("python3 -m unittest -v test_launcher:\n%s", out)
 	if err != nil {
@@ -65,5 +175,8 @@ func TestPythonLauncher(t *testing.T) {
 	}
 	if n := fake.RateLimited(); n != 0 {
 		t.Errorf("%d answers 429", n)
+	}
+	if n := fake.CountRequests("GET", "/agents"); n != 1 {
+		t.Errorf("%d agent list requests for the queue status calls; want 1 (serve's cached view)", n)
 	}
 }

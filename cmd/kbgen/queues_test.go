@@ -1,0 +1,49 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+)
+
+// TestQueuesViaServer: kbgen queues --server prints a kbgen serve's cached
+// view as the direct command prints Buildkite's; bad input exits 2.
+func TestQueuesViaServer(t *testing.T) {
+	fake := fakebuildkite.New(nil)
+	defer fake.Close()
+	fake.SetScript(fakebuildkite.QuickScript)
+	fake.SetAgents([]fakebuildkite.AgentSpec{
+		{Name: "h100-gpu0", Version: "3.52.1", Queue: "nvidia-h100", BusyWith: "eval"},
+		{Name: "h100-gpu1", Version: "3.52.1", Queue: "nvidia-h100"},
+	})
+	p := startServe(t, kbgenbin.Path(t), fake, map[string]string{"KBGEN_SERVER_TOKEN": "tok"}, "--listen", "127.0.0.1:0")
+	tests := []struct {
+		name  string
+		token string
+		args  []string
+		code  int
+		want  string // in stdout (exit 0) or stderr
+	}{
+		{"table", "tok", []string{"h100"}, 0, "nvidia-h100  2       1     1     0        3.52.1"},
+		{"json", "tok", []string{"h100", "--json"}, 0, `"running": 1`},
+		{"unknown queue", "tok", []string{"nosuch"}, 2, "nosuch"},
+		{"wrong token", "wrong", []string{"h100"}, 2, "KBGEN_SERVER_TOKEN"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runKbgen(t, map[string]string{"KBGEN_SERVER_TOKEN": tc.token}, "", append([]string{"queues", "--server", p.url}, tc.args...)...)
+			out := res.stdout
+			if tc.code != 0 {
+				out = res.stderr
+			}
+			if res.code != tc.code || !strings.Contains(out, tc.want) {
+				t.Fatalf("kbgen queues %v: exit %d, stdout %q, stderr %q; want exit %d with %q", tc.args, res.code, res.stdout, res.stderr, tc.code, tc.want)
+			}
+		})
+	}
+	if n := fake.CountRequests("GET", "/agents"); n != 1 {
+		t.Errorf("%d agent list requests for three answers; want 1 (the cached view)", n)
+	}
+}

@@ -1,0 +1,139 @@
+package kernelbot
+
+import (
+	"fmt"
+	"strings"
+)
+
+// edit is one Kernelbot file the patch changes: hunks of context (" "),
+// removed ("-") and added ("+") lines, at their line in Upstream.
+type edit struct {
+	path  string
+	hunks []hunk
+}
+
+type hunk struct {
+	oldStart int
+	lines    []string // each with its one-character prefix
+}
+
+// LookupLine is consts.py's GPU lookup with the Buildkite runner.
+const LookupLine = `_GPU_LOOKUP = _make_gpu_lookup({"Modal": ModalGPU, "GitHub": GitHubGPU, "Buildkite": BuildkiteGPU})`
+
+func ctx(lines ...string) []string { return prefix(" ", lines) }
+func del(lines ...string) []string { return prefix("-", lines) }
+func add(lines ...string) []string { return prefix("+", lines) }
+
+func prefix(p string, lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = p + l
+	}
+	return out
+}
+
+func join(parts ...[]string) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// edits are the changes to Kernelbot's own files. The context lines are
+// Kernelbot's at Upstream (src/libkernelbot/consts.py,
+// src/libkernelbot/launchers/__init__.py, src/kernelbot/main.py).
+func edits(gpus []BuildkiteGPU) []edit {
+	return []edit{
+		{path: "src/libkernelbot/consts.py", hunks: []hunk{
+			{oldStart: 34, lines: join(
+				ctx(`    # multi-gpu`, `    L4x4 = "L4x4"`),
+				add(ConstsBlock(gpus)...),
+				ctx(``, ``, `@dataclasses.dataclass`),
+			)},
+			{oldStart: 52, lines: join(
+				ctx(`    return lookup`, ``, ``),
+				del(`_GPU_LOOKUP = _make_gpu_lookup({"Modal": ModalGPU, "GitHub": GitHubGPU})`),
+				add(LookupLine),
+				ctx(``, ``, `def get_gpu_by_name(name: str) -> GPU:`),
+			)},
+			{oldStart: 133, lines: join(
+				ctx(`    "MI250": None,`, `    "MI355X": None,`),
+				add(SMLines(gpus)...),
+				ctx(`}`, ``, ``),
+			)},
+		}},
+		{path: "src/libkernelbot/launchers/__init__.py", hunks: []hunk{
+			{oldStart: 1, lines: join(
+				add(`from .buildkite import BuildkiteLauncher`),
+				ctx(`from .github import GitHubLauncher`, `from .launcher import Launcher, RunnerQueueStatus`, `from .modal import ModalLauncher`, ``),
+				del(`__all__ = [Launcher, RunnerQueueStatus, GitHubLauncher, ModalLauncher]`),
+				add(`__all__ = [Launcher, RunnerQueueStatus, BuildkiteLauncher, GitHubLauncher, ModalLauncher]`),
+			)},
+		}},
+		{path: "src/kernelbot/main.py", hunks: []hunk{
+			{oldStart: 17, lines: join(
+				ctx(`from libkernelbot import consts`, `from libkernelbot.backend import KernelBackend`, `from libkernelbot.background_submission_manager import BackgroundSubmissionManager`),
+				del(`from libkernelbot.launchers import GitHubLauncher, ModalLauncher`),
+				add(`from libkernelbot.launchers import BuildkiteLauncher, GitHubLauncher, ModalLauncher`),
+				ctx(`from libkernelbot.utils import setup_logging`, ``, `logger = setup_logging(__name__)`),
+			)},
+			{oldStart: 30, lines: join(
+				ctx(`    backend.register_launcher(`, `        GitHubLauncher(env.GITHUB_REPO, env.GITHUB_TOKEN, env.GITHUB_WORKFLOW_BRANCH)`, `    )`),
+				add(
+					`    if os.environ.get("KBGEN_SERVER"):`,
+					`        # kbgen serve beside the backend: vendor-donated GPUs through Buildkite.`,
+					`        backend.register_launcher(BuildkiteLauncher())`,
+				),
+				ctx(`    return backend`, ``, ``),
+			)},
+		}},
+	}
+}
+
+// write prints the edit as a git diff of an existing file.
+func (e edit) write(b *strings.Builder) {
+	fmt.Fprintf(b, "diff --git a/%s b/%s\n--- a/%s\n+++ b/%s\n", e.path, e.path, e.path, e.path)
+	shift := 0 // lines added so far, for the new file's line numbers
+	for _, h := range e.hunks {
+		oldN, newN := 0, 0
+		for _, l := range h.lines {
+			switch l[0] {
+			case ' ':
+				oldN++
+				newN++
+			case '-':
+				oldN++
+			case '+':
+				newN++
+			}
+		}
+		fmt.Fprintf(b, "@@ -%s +%s @@\n", span(h.oldStart, oldN), span(h.oldStart+shift, newN))
+		for _, l := range h.lines {
+			b.WriteString(l + "\n")
+		}
+		shift += newN - oldN
+	}
+}
+
+// writeNewFile prints a file the patch creates.
+func writeNewFile(b *strings.Builder, path, content string) {
+	lines := strings.SplitAfter(content, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	fmt.Fprintf(b, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +%s @@\n", path, path, path, span(1, len(lines)))
+	for _, l := range lines {
+		b.WriteString("+" + l)
+	}
+	if !strings.HasSuffix(content, "\n") {
+		b.WriteString("\n\\ No newline at end of file\n")
+	}
+}
+
+func span(start, n int) string {
+	if n == 1 {
+		return fmt.Sprint(start)
+	}
+	return fmt.Sprintf("%d,%d", start, n)
+}
