@@ -23,6 +23,7 @@ type ServeCmd struct {
 	PollInterval  time.Duration `name:"poll-interval" help:"Interval of the one watcher (default: derived from --api-budget; 5s when a webhook secret or token is set)."`
 	RecoverWindow time.Duration `name:"recover-window" default:"1h" help:"On start, finished builds this recent are found again (running ones at any age)."`
 	KeepDone      time.Duration `name:"keep-done" default:"24h" help:"How long a finished run's result stays available to GET /v1/runs/ID."`
+	OrphanGrace   time.Duration `name:"orphan-grace" default:"2m" help:"Cancel a run whose client's event stream closed and no client re-attached within this long (a restarted Kernelbot backend never does); 0 never cancels."`
 	Vendors       string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 
 	BuildkiteFlags `embed:""`
@@ -54,7 +55,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	svc, err := serve.New(serve.Config{
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
-		Registry: reg, Log: g.Stderr,
+		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace),
 	})
 	if err != nil {
 		return withCode(exitcode.Usage, err)
@@ -78,6 +79,14 @@ func (c *ServeCmd) Run(g *Globals) error {
 	}
 	fmt.Fprintln(g.Stderr, "kbgen serve: stopped; builds in flight go on and are resumed at the next start")
 	return nil
+}
+
+// orphanGrace maps --orphan-grace 0 (never) to the service's "never".
+func orphanGrace(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // listenAddr checks --listen: a loopback TCP address or a unix socket.
@@ -134,7 +143,8 @@ Environment:
   BUILDKITE_WEBHOOK_SECRET  webhook signing secret (X-Buildkite-Signature), or
   BUILDKITE_WEBHOOK_TOKEN   webhook token (X-Buildkite-Token)
 
-API: POST /v1/runs, GET /v1/runs/ID, GET /v1/runs/ID/events, DELETE /v1/runs/ID, GET /.
+API: POST /v1/runs, GET /v1/runs/ID, GET /v1/runs/ID/events, DELETE /v1/runs/ID,
+GET /v1/queues, GET /v1/queues/QUEUE, GET /.
 
 Example:
   export BUILDKITE_API_TOKEN=… BUILDKITE_ORG=gpu-mode BUILDKITE_PIPELINE=kernelbot KBGEN_SERVER_TOKEN=…
