@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"text/template"
 
 	"github.com/gpu-mode/kbgen/deployment"
@@ -77,10 +78,14 @@ type File struct {
 	Data []byte
 }
 
-var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"shellquote": shellquote.Quote,
-	"comment":    commentSafe,
-}).ParseFS(deployment.Templates, "agent/*.tmpl", "hooks/*.tmpl", "systemd/*.tmpl"))
+// templates are parsed on first use, not at init: every kbgen command
+// (generate on each build) would otherwise pay for them.
+var templates = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("").Funcs(template.FuncMap{
+		"shellquote": shellquote.Quote,
+		"comment":    commentSafe,
+	}).ParseFS(deployment.Templates, "agent/*.tmpl", "hooks/*.tmpl", "systemd/*.tmpl"))
+})
 
 // tmplData is what the templates see.
 type tmplData struct {
@@ -148,7 +153,7 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	var files []File
 	add := func(name, tmpl string, mode fs.FileMode, data any) error {
 		var b bytes.Buffer
-		if err := templates.ExecuteTemplate(&b, tmpl, data); err != nil {
+		if err := templates().ExecuteTemplate(&b, tmpl, data); err != nil {
 			return fmt.Errorf("rendering %s: %w", name, err)
 		}
 		files = append(files, File{Path: name, Mode: mode, Data: b.Bytes()})

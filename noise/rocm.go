@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/lazyre"
 )
 
 // ROCmReport is the run's GPU as rocm-smi sees it before and after:
@@ -37,7 +38,7 @@ type rocmSample struct {
 	err    error
 }
 
-var mhz = regexp.MustCompile(`([0-9.]+)\s*[Mm][Hh]z`)
+var mhz = lazyre.New(`([0-9.]+)\s*[Mm][Hh]z`)
 
 // rocmProbe reads the first card rocm-smi lists (inside the sandbox the
 // container sees only its own).

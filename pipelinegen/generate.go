@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -14,6 +13,7 @@ import (
 	"github.com/buildkite/go-pipeline"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -243,13 +243,15 @@ func stepPriority(mode payload.Mode, override string) (int, error) {
 	return PriorityDefault, nil
 }
 
-var safeKey = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// safeKey is at most 64 characters (checked beside it): a counted
+// repetition would compile to 64 nested states at every start-up.
+var safeKey = lazyre.New(`^[A-Za-z0-9._-]+$`)
 
 // concurrencyKey makes a user id safe to use in a concurrency group name:
 // plain ids are kept readable; anything else becomes a hash, so no user
 // text reaches the pipeline unescaped.
 func concurrencyKey(user string) string {
-	if safeKey.MatchString(user) {
+	if len(user) <= 64 && safeKey.MatchString(user) {
 		return user
 	}
 	sum := sha256.Sum256([]byte(user))

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -217,16 +217,21 @@ func (v *Vendor) backend() Backend {
 	return v.Backend
 }
 
+// queueName is at most 63 characters (validQueueName): a counted
+// repetition here would compile to 62 nested states, the slowest part of
+// generate's start-up.
 var (
-	queueName   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-	dockerSize  = regexp.MustCompile(`^[1-9][0-9]*[bkmg]?$`)
-	imageRef    = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]*(@sha256:[a-f0-9]{64})?$`)
-	archPattern = regexp.MustCompile(`^[0-9]{2,3}[a-z]?$`)
+	queueName   = lazyre.New(`^[a-z0-9][a-z0-9._-]*$`)
+	dockerSize  = lazyre.New(`^[1-9][0-9]*[bkmg]?$`)
+	imageRef    = lazyre.New(`^[a-z0-9][a-z0-9._/:-]*(@sha256:[a-f0-9]{64})?$`)
+	archPattern = lazyre.New(`^[0-9]{2,3}[a-z]?$`)
 )
+
+func validQueueName(s string) bool { return len(s) <= 63 && queueName.MatchString(s) }
 
 func (v *Vendor) validate() error {
 	switch {
-	case !queueName.MatchString(v.Queue):
+	case !validQueueName(v.Queue):
 		return fmt.Errorf("queue %q must be lower case letters, digits, '.', '_' or '-'", v.Queue)
 	case v.GPU == "":
 		return errors.New("gpu is missing")
@@ -266,7 +271,7 @@ func (v *Vendor) validate() error {
 		}
 	}
 	for _, a := range v.Aliases {
-		if !queueName.MatchString(a) {
+		if !validQueueName(a) {
 			return fmt.Errorf("alias %q must be lower case letters, digits, '.', '_' or '-'", a)
 		}
 	}

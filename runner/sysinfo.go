@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -180,7 +180,7 @@ func platformString() string {
 	return s
 }
 
-var glibcRelease = regexp.MustCompile(`release version (\d+\.\d+)`)
+var glibcRelease = lazyre.New(`release version (\d+\.\d+)`)
 
 // glibcVersion reads the C library's banner ("... release version 2.36.").
 func glibcVersion() string {

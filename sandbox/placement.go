@@ -1,11 +1,11 @@
 package sandbox
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/lazyre"
 )
 
 // Placement is *where* this agent's steps run: the share of the node it
@@ -24,14 +24,14 @@ type Placement struct {
 }
 
 // nvidiaUUID is what `nvidia-smi -L` prints for a GPU or a MIG instance.
-var nvidiaUUID = regexp.MustCompile(`^(GPU|MIG)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+var nvidiaUUID = lazyre.New(`^(GPU|MIG)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // cgroupParent is a systemd slice name or a cgroupfs path: nothing a
 // shell or docker's flag parser could read as something else.
-var cgroupParent = regexp.MustCompile(`^/?[A-Za-z0-9_.:][A-Za-z0-9_.:-]*(/[A-Za-z0-9_.:-]+)*$`)
+var cgroupParent = lazyre.New(`^/?[A-Za-z0-9_.:][A-Za-z0-9_.:-]*(/[A-Za-z0-9_.:-]+)*$`)
 
 // renderNode is the only device path accepted for an AMD GPU.
-var renderNode = regexp.MustCompile(`^/dev/dri/renderD[0-9]+$`)
+var renderNode = lazyre.New(`^/dev/dri/renderD[0-9]+$`)
 
 // PlacementFromEnv reads the placement from the agent's environment. The
 // CPU, NUMA and memory shares are required; which GPU variable is required

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/cpulist"
+	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -169,7 +169,7 @@ func (s *Spec) Summary() string {
 }
 
 // imageRef is a registry reference that cannot be mistaken for a flag.
-var imageRef = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$`)
+var imageRef = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$`)
 
 // Plan combines the step's request (cfg) with this agent's placement into
 // the `docker run` argv. It never grants more than the placement owns: a
@@ -415,7 +415,7 @@ func ContainerEnv(lookup func(string) (string, bool)) []string {
 	return env
 }
 
-var nameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+var nameUnsafe = lazyre.New(`[^A-Za-z0-9_.-]`)
 
 // ContainerName is the container's name for a job: deterministic, so a
 // container left behind by a killed job is found and removed by the next

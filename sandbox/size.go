@@ -3,14 +3,15 @@ package sandbox
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/lazyre"
 )
 
 // sizeRE is docker's memory syntax (github.com/docker/go-units RAMInBytes):
 // a number, an optional binary unit, an optional "i"/"b" ("64g", "512MiB").
-var sizeRE = regexp.MustCompile(`^(\d+(?:\.\d+)?) ?([kKmMgGtTpP])?[iI]?[bB]?$`)
+var sizeRE = lazyre.New(`^(\d+(?:\.\d+)?) ?([kKmMgGtTpP])?[iI]?[bB]?$`)
 
 // ParseSize reads a docker memory size ("200g", "512m", "1073741824") as
 // bytes. Units are binary (1k = 1024), as docker reads them.

@@ -17,7 +17,7 @@ type DoctorCmd struct {
 	Image          string        `placeholder:"IMAGE" help:"Runner image for the per-agent isolation probe. Default: the vendor registry's image for the installed queue. Example: --image ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1"`
 	SkipContainers bool          `help:"Skip the per-agent container probes (no image pulled or run)."`
 	Timeout        time.Duration `default:"5m" help:"Give up on the whole check after this long. Example: --timeout 10m"`
-	E2E            bool          `name:"e2e" help:"Instead of the checks: prove the whole Buildkite path on this node. Starts a local Buildkite and one temporary agent with this node's real config, environment and hooks for --gpu, runs the example job through kbgen submit, prints its FullResult and the time each phase took, and removes everything. Needs buildkite-agent, git and docker. Example: kbgen doctor --e2e --gpu 0"`
+	E2E            bool          `name:"e2e" help:"Instead of the checks: prove the whole Buildkite path on this node. Starts a local Buildkite and one temporary agent with this node's real config, environment and hooks for --gpu, runs the example job through kbgen submit, prints its FullResult and the time each phase took, and removes everything. Needs buildkite-agent, git, docker and the kbgen-e2e binary beside kbgen (it holds the local Buildkite). Example: kbgen doctor --e2e --gpu 0"`
 	GPU            int           `name:"gpu" default:"0" placeholder:"N" help:"With --e2e: the GPU whose agent config is used. Example: --gpu 3"`
 	Vendors        string        `placeholder:"FILE" help:"Vendor registry YAML replacing the built-in one (for the probe's default image). Default: KBGEN_VENDORS."`
 }
@@ -40,11 +40,11 @@ func (c *DoctorCmd) Help() string {
 }
 
 func (c *DoctorCmd) Run(g *Globals) error {
+	if c.E2E {
+		return c.runE2E(g)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
-	if c.E2E {
-		return c.runE2E(ctx, g)
-	}
 	d := &node.Doctor{Root: os.DirFS(c.Root), Runner: node.ExecRunner{}, SandboxHost: sandbox.LocalHost()}
 	// The kbgen the agents run: the one on their PATH (node install's
 	// --kbgen-path), which is this one when run as `sudo kbgen doctor`.

@@ -1,58 +1,70 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"os"
-	"strings"
+	"os/exec"
+	"os/signal"
+	"syscall"
 
-	"github.com/gpu-mode/kbgen/internal/bkagent"
-	"github.com/gpu-mode/kbgen/internal/e2e"
+	"github.com/gpu-mode/kbgen/internal/companion"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
 
-// runE2E is `kbgen doctor --e2e`: the example job through a local
-// Buildkite and this node's own agent config.
-func (c *DoctorCmd) runE2E(ctx context.Context, g *Globals) error {
-	exe, err := os.Executable()
+// runE2E is `kbgen doctor --e2e`: it runs the kbgen-e2e companion binary,
+// which holds the local Buildkite so that this binary does not link it
+// (every kbgen start-up, the bootstrap's generate included, paid for it).
+func (c *DoctorCmd) runE2E(g *Globals) error {
+	bin, ok := companion.Find(companion.E2E, g.Getenv("PATH"))
+	if !ok {
+		return withCode(exitcode.Failure, fmt.Errorf("doctor --e2e needs %s beside kbgen or on PATH (the local Buildkite is not linked into kbgen); from a checkout: %s",
+			companion.E2E, companion.BuildHint(companion.E2E)))
+	}
+	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding kbgen's own binary: %w", err)
 	}
-	agent, err := bkagent.Installed(g.Getenv)
-	if err != nil {
-		return withCode(exitcode.Failure, fmt.Errorf("doctor --e2e: %w", err))
+	args := []string{"doctor", "--kbgen", self, "--root", c.Root, "--gpu", fmt.Sprint(c.GPU), "--timeout", c.Timeout.String()}
+	if c.Image != "" {
+		args = append(args, "--image", c.Image)
 	}
-	rep, err := e2e.RunDoctor(ctx, e2e.DoctorOptions{
-		Root: c.Root, GPU: c.GPU, Kbgen: exe, AgentBinary: agent, Image: c.Image, Timeout: c.Timeout,
-		Progress: func(format string, args ...any) { fmt.Fprintf(g.Stderr, "kbgen doctor: "+format+"\n", args...) },
-	})
-	if err != nil {
-		return withCode(exitcode.Failure, fmt.Errorf("doctor --e2e: %w", err))
-	}
-	fmt.Fprintf(g.Stdout, "kbgen %s → exit %d in %.1f s\n", strings.Join(rep.SubmitArgs, " "), rep.ExitCode, rep.Total.Seconds())
-	for _, j := range rep.Jobs {
-		exit := "-"
-		if j.Exit != nil {
-			exit = fmt.Sprint(*j.Exit)
-		}
-		fmt.Fprintf(g.Stdout, "\njob %s on %s: %s (exit %s), accept → finish %.2f s\n%s", j.Key, j.Agent, j.State, exit,
-			j.Finished.Sub(j.Accepted).Seconds(), e2e.FormatPhases(e2e.Phases(j.Log, j.Accepted, j.Finished)))
-	}
-	fmt.Fprintf(g.Stdout, "\nresult:\n%s\n", strings.TrimSpace(rep.Result))
-	if rep.ExitCode != 0 {
-		fmt.Fprintf(g.Stderr, "%s\n", strings.TrimSpace(rep.Stderr))
-		for _, j := range rep.Jobs {
-			if j.State != "passed" {
-				fmt.Fprintf(g.Stderr, "--- log of job %s (%s):\n%s\n", j.Key, j.State, lastLines(j.Log, 30))
-			}
-		}
-		return withCode(exitcode.Failure, fmt.Errorf("doctor --e2e: the example job did not come back through this node's agent (kbgen submit exit %d)", rep.ExitCode))
-	}
-	fmt.Fprintln(g.Stdout, "PASS  e2e: the example job ran through this node's agent config and came back")
-	return nil
+	return runCompanion(g, bin, args)
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+// runCompanion runs bin with g's streams and environment and ends with its
+// exit status. SIGINT and SIGTERM are passed on rather than ending kbgen
+// first, so the companion can remove what it started.
+func runCompanion(g *Globals, bin string, args []string) error {
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = g.Stdin, g.Stdout, g.Stderr, g.Environ()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return withCode(exitcode.Failure, fmt.Errorf("starting %s: %w", bin, err))
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee) && ee.ExitCode() >= 0:
+		return silentExit(ee.ExitCode())
+	case errors.As(err, &ee):
+		return withCode(exitcode.Failure, fmt.Errorf("%s: %v", companion.E2E, err)) // killed by a signal
+	}
+	return withCode(exitcode.Failure, fmt.Errorf("%s: %w", companion.E2E, err))
 }

@@ -78,6 +78,11 @@ type CLI struct {
 	Version VersionCmd `cmd:"" help:"Print kbgen's version."`
 }
 
+// cliVars are the ${names} the commands' help and defaults use.
+func cliVars() kong.Vars {
+	return kong.Vars{"version": version.Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String()}
+}
+
 // exitRequest carries an exit code out of kong's help/usage handling.
 type exitRequest int
 
@@ -93,8 +98,7 @@ func realMain(args []string) int {
 
 // runCLI parses args and runs the command with g's streams and env.
 func runCLI(g *Globals, args []string) (code int) {
-	var cli CLI
-	parser, err := kong.New(&cli,
+	parser, err := kong.New(grammarFor(args),
 		kong.Name("kbgen"),
 		kong.Description("kbgen runs Kernelbot GPU-kernel submissions on vendor-donated hardware through Buildkite, one isolated GPU per job."),
 		kong.UsageOnError(),
@@ -102,7 +106,7 @@ func runCLI(g *Globals, args []string) (code int) {
 		kong.Writers(g.Stdout, g.Stderr),
 		kong.Exit(func(c int) { panic(exitRequest(c)) }),
 		kong.Bind(g),
-		kong.Vars{"version": version.Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String()},
+		cliVars(),
 	)
 	if err != nil {
 		fmt.Fprintf(g.Stderr, "kbgen: %v\n", err)

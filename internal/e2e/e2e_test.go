@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
@@ -361,6 +362,7 @@ func TestE2EOverhead(t *testing.T) {
 // leaves no temp dir, agent or container behind.
 func TestDoctorE2E(t *testing.T) {
 	h := newHarness(t, harnessOpts{noAgents: true})
+	kbgenbin.E2EPath(t) // beside kbgen, where doctor --e2e finds it
 	tmp := filepath.Join(h.dir, "tmp")
 	must(t, os.MkdirAll(tmp, 0o755))
 	r := h.run([]string{h.path(), "TMPDIR=" + tmp, "KBGEN_VENDORS=" + h.vendors, "KBGEN_SANDBOX_NO_GPU=1"},

@@ -1,6 +1,7 @@
 // Package kbgenbin builds the kbgen binary for the tests that need a real
 // process (a container's runner, an unprivileged user, /proc/<pid>/environ,
-// the command lines the docs print). It builds once: each package's test
+// the command lines the docs print), and beside it kbgen-e2e for the tests
+// of `kbgen doctor --e2e` (E2EPath). It builds once: each package's test
 // process asks Path, and the binary is cached in a directory under
 // os.TempDir() named by a hash of the module's sources, so every package of
 // one `go test ./...` shares one build and an edit gets a fresh one.
@@ -29,20 +30,39 @@ var (
 	once sync.Once
 	path string
 	err  error
+
+	e2eOnce sync.Once
+	e2ePath string
+	e2eErr  error
 )
 
 // Path returns the path of a kbgen built from this module's sources,
 // building it on first use.
 func Path(t testing.TB) string {
 	t.Helper()
-	once.Do(func() { path, err = build() })
+	once.Do(func() { path, err = build("kbgen") })
 	if err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
-func build() (string, error) {
+// E2EPath builds kbgen-e2e (cmd/kbgen-e2e, `kbgen doctor --e2e`) beside
+// Path's kbgen, where kbgen looks for it, and returns its path. Only the
+// tests that need it pay for its build.
+func E2EPath(t testing.TB) string {
+	t.Helper()
+	Path(t)
+	e2eOnce.Do(func() { e2ePath, e2eErr = build("kbgen-e2e") })
+	if e2eErr != nil {
+		t.Fatal(e2eErr)
+	}
+	return e2ePath
+}
+
+// build builds ./cmd/<name> into the cache directory of the current
+// sources, unless it is there already.
+func build(name string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
@@ -52,7 +72,7 @@ func build() (string, error) {
 		return "", err
 	}
 	dir := filepath.Join(os.TempDir(), "kbgen-test-bin", key)
-	bin := filepath.Join(dir, "kbgen")
+	bin := filepath.Join(dir, name)
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
@@ -61,17 +81,17 @@ func build() (string, error) {
 	}
 	// Another package's test process may build the same key at the same
 	// time: each writes its own file and renames it into place, atomically.
-	tmp, err := os.CreateTemp(dir, "kbgen-*.tmp")
+	tmp, err := os.CreateTemp(dir, name+"-*.tmp")
 	if err != nil {
 		return "", err
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	cmd := exec.Command("go", "build", "-o", tmp.Name(), "./cmd/kbgen")
+	cmd := exec.Command("go", "build", "-o", tmp.Name(), "./cmd/"+name)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building kbgen: %v\n%s", err, out)
+		return "", fmt.Errorf("building %s: %v\n%s", name, err, out)
 	}
 	for _, d := range []string{filepath.Dir(dir), dir} {
 		if err := os.Chmod(d, 0o755); err != nil {
