@@ -12,6 +12,15 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
+# staticcheck, pinned: the installed one when it is this version (.ci/run
+# installs it), else built once through the module proxy (go run caches it).
+staticcheck_version=0.8.2
+if [[ "$(staticcheck -version 2>/dev/null)" == *"($staticcheck_version)"* ]]; then
+  staticcheck ./...
+else
+  go run "honnef.co/go/tools/cmd/staticcheck@v$staticcheck_version" ./...
+fi
+
 # -count=1: the Docker- and agent-backed tests depend on state Go's test
 # cache cannot see. The summary shows failures in full and every skip with
 # its reason (what could not be run on this machine).

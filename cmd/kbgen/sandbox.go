@@ -76,7 +76,7 @@ func (c *SandboxCmd) Run(g *Globals) error {
 		c.Command = c.Command[1:]
 	}
 	if len(c.Command) == 0 {
-		return withCode(exitcode.Usage, errors.New("sandbox: no command: usage is kbgen sandbox [flags] -- CMD..."))
+		return withCode(exitcode.Usage, errors.New("sandbox: no command: usage is kbgen sandbox [flags] -- CMD [ARG ...]"))
 	}
 	job, err := sandbox.NewJob(g.LookupEnv, sandbox.Request{
 		Command:      c.Command,
