@@ -25,6 +25,9 @@ func (s *Service) Submit(req RunRequest) (*Run, bool, error) {
 		}
 		req.Queue = v.Queue
 	}
+	if req.BootstrapQueue == "" {
+		req.BootstrapQueue = s.cfg.BootstrapQueue
+	}
 	r, fresh := s.runs.add(req, s.cfg.Now())
 	if !fresh {
 		if r.req.Payload != "" && r.req.Payload != req.Payload {

@@ -47,6 +47,12 @@ type Config struct {
 	// Registry, when set, checks each run's queue and turns an alias
 	// (h100) into the queue name (nvidia-h100), as kbgen submit does.
 	Registry *pipelinegen.Registry
+	// BootstrapQueue is the bootstrap queue of a run that names none: the
+	// queue of Kernelbot's control agents that hold the signing key (kbgen
+	// serve --bootstrap-queue, KBGEN_BOOTSTRAP_QUEUE). Without it a client
+	// that does not send bootstrap_queue (Kernelbot's launcher) gets an
+	// unsigned pipeline, which a node with a verification key refuses.
+	BootstrapQueue string
 	// QueueTTL is how old the cached queue view (GET /v1/queues) may be
 	// before a request refreshes it; default DefaultQueueTTL.
 	QueueTTL time.Duration

@@ -41,6 +41,7 @@ type rigOpts struct {
 	limits    Limits                // zero: DefaultLimits
 	orphan    time.Duration         // Config.OrphanGrace
 	queueTTL  time.Duration         // Config.QueueTTL
+	bootstrap string                // Config.BootstrapQueue
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -72,7 +73,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
-		OrphanGrace: o.orphan, QueueTTL: o.queueTTL})
+		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap})
 	if err != nil {
 		t.Fatal(err)
 	}

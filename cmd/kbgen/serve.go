@@ -17,14 +17,15 @@ import (
 
 // ServeCmd runs the service the Kernelbot backend talks to.
 type ServeCmd struct {
-	Listen        string        `required:"" placeholder:"ADDR" help:"Where to listen: 127.0.0.1:PORT (a loopback address; port 0 picks one) or unix:/path/to/socket (mode 0600)."`
-	APIBudget     int           `name:"api-budget" default:"100" help:"Most Buildkite REST requests per minute kbgen serve makes (the organization's limit is 200, shared with everyone in it)."`
-	Name          string        `default:"kbgen" help:"Tags this service's builds (meta-data kbgen_service=NAME); a restarted service resumes the builds of its name."`
-	PollInterval  time.Duration `name:"poll-interval" help:"Interval of the one watcher (default: derived from --api-budget; 5s when a webhook secret or token is set)."`
-	RecoverWindow time.Duration `name:"recover-window" default:"1h" help:"On start, finished builds this recent are found again (running ones at any age)."`
-	KeepDone      time.Duration `name:"keep-done" default:"24h" help:"How long a finished run's result stays available to GET /v1/runs/ID."`
-	OrphanGrace   time.Duration `name:"orphan-grace" default:"2m" help:"Cancel a run whose client's event stream closed and no client re-attached within this long (a restarted Kernelbot backend never does); 0 never cancels."`
-	Vendors       string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
+	Listen         string        `required:"" placeholder:"ADDR" help:"Where to listen: 127.0.0.1:PORT (a loopback address; port 0 picks one) or unix:/path/to/socket (mode 0600)."`
+	APIBudget      int           `name:"api-budget" default:"100" help:"Most Buildkite REST requests per minute kbgen serve makes (the organization's limit is 200, shared with everyone in it)."`
+	Name           string        `default:"kbgen" help:"Tags this service's builds (meta-data kbgen_service=NAME); a restarted service resumes the builds of its name."`
+	PollInterval   time.Duration `name:"poll-interval" help:"Interval of the one watcher (default: derived from --api-budget; 5s when a webhook secret or token is set)."`
+	RecoverWindow  time.Duration `name:"recover-window" default:"1h" help:"On start, finished builds this recent are found again (running ones at any age)."`
+	KeepDone       time.Duration `name:"keep-done" default:"24h" help:"How long a finished run's result stays available to GET /v1/runs/ID."`
+	BootstrapQueue string        `name:"bootstrap-queue" placeholder:"QUEUE" help:"Default: KBGEN_BOOTSTRAP_QUEUE. Queue of Kernelbot's control agents that run the bootstrap step and sign the pipeline, for every run that names none (Kernelbot's launcher names none). See docs/security.md."`
+	OrphanGrace    time.Duration `name:"orphan-grace" default:"2m" help:"Cancel a run whose client's event stream closed and no client re-attached within this long (a restarted Kernelbot backend never does); 0 never cancels."`
+	Vendors        string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 
 	BuildkiteFlags `embed:""`
 }
@@ -56,6 +57,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
 		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace),
+		BootstrapQueue: firstNonEmpty(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
 	})
 	if err != nil {
 		return withCode(exitcode.Usage, err)
