@@ -9,11 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -108,6 +110,11 @@ func (p *Probe) gather(ctx context.Context, env []string) {
 			info.DeviceCount, info.Runtime = len(cards), "ROCm"
 			p.gpuFound = true
 		}
+	}
+	if n, ok := grantedGPUs(env); ok && p.gpuFound {
+		// The sandbox says how many GPUs it gave; what the tools list
+		// may be more (rocm-smi sees the host's sysfs).
+		info.DeviceCount = n
 	}
 	if !p.gpuFound {
 		for _, e := range []error{nvErr, rocErr} {
@@ -256,4 +263,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// grantedGPUs is contract.EnvGPUCount from env: the number of GPUs the
+// sandbox gave this container; ok is false outside the sandbox or for a
+// value that is not a positive integer.
+func grantedGPUs(env []string) (int, bool) {
+	for _, kv := range env {
+		if v, found := strings.CutPrefix(kv, contract.EnvGPUCount+"="); found {
+			n, err := strconv.Atoi(v)
+			return n, err == nil && n > 0
+		}
+	}
+	return 0, false
 }

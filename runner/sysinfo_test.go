@@ -58,6 +58,41 @@ func TestRocmSmiParsing(t *testing.T) {
 	}
 }
 
+// TestProbeDeviceCountIsTheSandboxGrant: rocm-smi in a container lists
+// every card of the host (sysfs is shared); the sandbox's KBGEN_GPU_COUNT
+// is what the container was given, and so device_count (and POPCORN_GPUS).
+func TestProbeDeviceCountIsTheSandboxGrant(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	script := "#!/bin/sh\necho '{\"card0\": {\"Card Series\": \"AMD Instinct MI300X\"}, \"card1\": {\"Card Series\": \"AMD Instinct MI300X\"}, \"card2\": {}, \"card3\": {}}'\n"
+	if err := os.WriteFile(filepath.Join(bin, "rocm-smi"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		grant string
+		want  int
+	}{
+		{"no grant: what the tool lists", "", 4},
+		{"granted two of four", "KBGEN_GPU_COUNT=2", 2},
+		{"a grant that is not a number", "KBGEN_GPU_COUNT=two", 4},
+		{"a zero grant", "KBGEN_GPU_COUNT=0", 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := []string{"PATH=" + bin}
+			if tt.grant != "" {
+				env = append(env, tt.grant)
+			}
+			info, found, _ := StartProbe(context.Background(), env).Wait()
+			if !found || info.DeviceCount != tt.want {
+				t.Errorf("device_count %d (found %v), want %d", info.DeviceCount, found, tt.want)
+			}
+		})
+	}
+}
+
 // BenchmarkProbe measures what the probes cost when run on their own; the
 // runner overlaps them with the job, so this is a bound, not an addition.
 func BenchmarkProbe(b *testing.B) {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,6 +29,10 @@ var goldenPlacements = []struct {
 		contract.EnvCPUSet: "9-15", contract.EnvMems: "0", contract.EnvMemory: "120g",
 	}},
 	{"8xmi300x-gpu5", contract.RuntimeROCm, rocmPlacementEnv()},
+	// Multi-GPU agents: the whole node's GPUs, CPUs on both NUMA nodes.
+	{"8xh100-x8", contract.RuntimeNVIDIA, multiGPUPlacementEnv(contract.RuntimeNVIDIA, 8)},
+	{"4xl4-x4", contract.RuntimeNVIDIA, multiGPUPlacementEnv(contract.RuntimeNVIDIA, 4)},
+	{"8xmi300x-x8", contract.RuntimeROCm, multiGPUPlacementEnv(contract.RuntimeROCm, 8)},
 }
 
 // TestGoldenArgv plans the eval step the generator emits for every vendor
@@ -39,7 +44,9 @@ func TestGoldenArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := fakeHost(t, amdDevices)
+	devices := multiGPUDevices()
+	maps.Copy(devices, amdDevices)
+	host := fakeHost(t, devices)
 	dir := filepath.Join("..", "golden", "sandbox")
 	seen := map[string]bool{}
 	for _, v := range reg.Vendors {

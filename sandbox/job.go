@@ -40,6 +40,8 @@ type Job struct {
 	policy noise.Policy
 	// procRoot is /proc ("" means /proc); tests point it at a fixture.
 	procRoot string
+	// lease is where and how long the job waits for its GPUs (lease.go).
+	lease LeaseOptions
 }
 
 // NewJob reads the plugin config, the placement and the payload from the
@@ -122,7 +124,11 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	// The runner refuses a bad policy inside the container; the host
 	// section then judges with the defaults.
 	policy, _ := noise.ParsePolicy(get(contract.EnvNoisePolicy))
-	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: encoded, policy: policy.WithDefaults()}, nil
+	lease, err := LeaseOptionsFromEnv(lookup)
+	if err != nil {
+		return nil, err
+	}
+	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: encoded, policy: policy.WithDefaults(), lease: lease}, nil
 }
 
 // StageBase is the directory stages go under: dir when given, else under
@@ -177,6 +183,14 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 		}
 	}
 	l.logf("kbgen sandbox: %s", j.Spec.Summary())
+	// No other job of this node may hold these GPUs while the container
+	// runs (a one-GPU agent and a multi-GPU agent share them).
+	j.lease.Logf = l.logf
+	lease, err := AcquireLease(ctx, j.Spec.GPUs, j.lease)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer lease.Release()
 	watch := noise.BeginHost(noise.HostConfig{ProcRoot: j.procRoot, CPUs: j.Spec.CPUs()})
 	code, err := l.Run(ctx, j.Spec)
 	if err != nil {

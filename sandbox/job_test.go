@@ -22,6 +22,7 @@ func jobEnv(t *testing.T) map[string]string {
 	env["BUILDKITE_BUILD_PATH"] = "/var/lib/buildkite-agent/builds"
 	env["KERNELBOT_QUEUE"] = "nvidia-h100"
 	env["BUILDKITE_AGENT_META_DATA_QUEUE"] = "nvidia-h100"
+	env[contract.EnvLeaseDir] = t.TempDir()
 	enc, err := payload.Encode([]byte(`{"lang": "py", "mode": "test", "sources": {"eval.py": "", "submission.py": ""}, "main": "eval.py", "tests": [{"n": 1}]}`))
 	if err != nil {
 		t.Fatal(err)

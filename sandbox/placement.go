@@ -11,14 +11,19 @@ import (
 // Placement is *where* this agent's steps run: the share of the node it
 // owns, as its environment hook exports it (see the Env* constants).
 type Placement struct {
-	GPUIndex   string
-	GPUUUID    string // NVIDIA
-	RenderNode string // AMD
-	CPUs       CPUSet
-	Mems       CPUSet
-	Memory     int64 // bytes
-	PidsMax    int   // 0: no agent cap
-	ShmMax     int64 // bytes; 0: the agent's memory
+	// GPUIndex is the driver index or indexes ("3", "0,1,2,3"),
+	// informational.
+	GPUIndex string
+	// GPUUUIDs (NVIDIA) and RenderNodes (AMD) are the agent's GPUs: one,
+	// or the set of a multi-GPU agent (the placement variables then hold
+	// a comma-separated list).
+	GPUUUIDs    []string
+	RenderNodes []string
+	CPUs        CPUSet
+	Mems        CPUSet
+	Memory      int64 // bytes
+	PidsMax     int   // 0: no agent cap
+	ShmMax      int64 // bytes; 0: the agent's memory
 	// CgroupParent is docker's --cgroup-parent ("" : docker's default).
 	CgroupParent string
 }
@@ -44,8 +49,8 @@ func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
 	}
 	var p Placement
 	p.GPUIndex = get(contract.EnvGPUIndex)
-	p.GPUUUID = get(contract.EnvGPUUUID)
-	p.RenderNode = get(contract.EnvGPURenderNode)
+	p.GPUUUIDs = splitList(get(contract.EnvGPUUUID))
+	p.RenderNodes = splitList(get(contract.EnvGPURenderNode))
 
 	for _, k := range []string{contract.EnvCPUSet, contract.EnvMems, contract.EnvMemory} {
 		if get(k) == "" {
@@ -78,10 +83,22 @@ func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
 		}
 		p.CgroupParent = v
 	}
-	if p.GPUIndex != "" {
-		if n, err := strconv.Atoi(p.GPUIndex); err != nil || n < 0 {
+	for _, i := range splitList(p.GPUIndex) {
+		if n, err := strconv.Atoi(i); err != nil || n < 0 {
 			return p, refusef("%s: %q is not a GPU index", contract.EnvGPUIndex, p.GPUIndex)
 		}
 	}
 	return p, nil
+}
+
+// splitList splits a comma-separated placement value; nil when empty.
+func splitList(v string) []string {
+	if v == "" {
+		return nil
+	}
+	parts := strings.Split(v, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
 }

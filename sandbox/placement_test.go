@@ -26,7 +26,7 @@ func TestPlacementFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.CPUs.String() != "36-47,148-159" || p.Mems.String() != "0" || p.Memory != 220<<30 ||
-		p.PidsMax != 8192 || p.ShmMax != 64<<30 || p.GPUIndex != "3" || !strings.HasPrefix(p.GPUUUID, "GPU-") {
+		p.PidsMax != 8192 || p.ShmMax != 64<<30 || p.GPUIndex != "3" || len(p.GPUUUIDs) != 1 || !strings.HasPrefix(p.GPUUUIDs[0], "GPU-") {
 		t.Errorf("PlacementFromEnv = %+v", p)
 	}
 }

@@ -105,6 +105,10 @@ type Options struct {
 type Spec struct {
 	Name  string
 	Lines [][]string
+	// GPUs are the GPUs the container is given, as the lease and the
+	// clean-GPU check name them (NVIDIA UUIDs, AMD render nodes); none
+	// with NoGPU.
+	GPUs []string
 }
 
 // CPUs is the container's cpuset (--cpuset-cpus); nil when the spec
@@ -214,11 +218,12 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	// Without a GPU (NoGPU: a job run by hand on a machine with no GPU
 	// runtime) the agent needs no GPU placement either.
 	if !opts.NoGPU {
-		gpus, err := gpuFlags(cfg, pl, host)
+		grant, err := grantGPUs(cfg, pl, host)
 		if err != nil {
 			return nil, err
 		}
-		s.Lines = append(s.Lines, gpus...)
+		s.Lines = append(s.Lines, grant.flags...)
+		s.GPUs = grant.ids
 	}
 
 	var err error
@@ -305,6 +310,10 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 		// A container that was given a GPU but sees none is the machine's
 		// fault: the runner then exits 75 and Buildkite retries elsewhere.
 		add("--env", contract.EnvRequireGPU+"=1")
+		// How many it was given: the runner's device_count and
+		// POPCORN_GPUS (rocm-smi in a container lists every card of the
+		// host, sysfs being shared).
+		add("--env", contract.EnvGPUCount+"="+strconv.Itoa(len(s.GPUs)))
 	}
 	// The command's first word is the entrypoint, so an image's own
 	// ENTRYPOINT (a runner image may use kbgen) never wraps our command.
@@ -315,61 +324,6 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 		s.Lines = append(s.Lines, cmd[1:])
 	}
 	return s, nil
-}
-
-// gpuFlags are the flags that hand the container this agent's one GPU.
-func gpuFlags(cfg steps.GPUDockerConfig, pl Placement, host Host) ([][]string, error) {
-	if cfg.GPUs > 1 {
-		return nil, refusef("gpus: %d asked, this agent owns one GPU", cfg.GPUs)
-	}
-	switch cfg.Runtime {
-	case contract.RuntimeNVIDIA:
-		if pl.GPUUUID == "" {
-			return nil, refusef("this agent has no NVIDIA GPU placement: %s is not set", contract.EnvGPUUUID)
-		}
-		if !nvidiaUUID.MatchString(pl.GPUUUID) {
-			return nil, refusef("%s: %q is not an NVIDIA GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", contract.EnvGPUUUID, pl.GPUUUID)
-		}
-		// By UUID, never index: indexes change with driver reloads and
-		// CUDA_VISIBLE_DEVICES alone is a hint the submission can unset.
-		// --gpus goes through the NVIDIA container toolkit's hook with the
-		// default runc runtime, so no --runtime nvidia is needed.
-		return [][]string{{"--gpus", "device=" + pl.GPUUUID}}, nil
-	case contract.RuntimeROCm:
-		if pl.RenderNode == "" {
-			return nil, refusef("this agent has no AMD GPU placement: %s is not set", contract.EnvGPURenderNode)
-		}
-		if !renderNode.MatchString(pl.RenderNode) {
-			return nil, refusef("%s: %q is not a render node (/dev/dri/renderD<n>)", contract.EnvGPURenderNode, pl.RenderNode)
-		}
-		var gids []int
-		// The agent's own render node first: it is what a misplaced agent
-		// gets wrong, and its message should say so.
-		for _, dev := range []string{pl.RenderNode, host.KFD} {
-			d, err := host.Stat(dev)
-			if err != nil {
-				return nil, refusef("GPU device %s is not there: %v", dev, err)
-			}
-			if !d.CharDevice {
-				return nil, refusef("GPU device %s is not a character device", dev)
-			}
-			if !slices.Contains(gids, d.GID) {
-				gids = append(gids, d.GID)
-			}
-		}
-		lines := [][]string{{"--device", host.KFD}, {"--device", pl.RenderNode}}
-		// The devices' own groups (video, render) by number: the image's
-		// /etc/group need not have them, or may number them differently.
-		slices.Sort(gids)
-		for _, g := range gids {
-			lines = append(lines, []string{"--group-add", strconv.Itoa(g)})
-		}
-		return lines, nil
-	case "":
-		return nil, configErrorf("runtime", "missing (want \"nvidia\" or \"rocm\")")
-	default:
-		return nil, configErrorf("runtime", "%q is not a GPU runtime (want \"nvidia\" or \"rocm\")", cfg.Runtime)
-	}
 }
 
 // RunnerCommand is the container's command. `kbgen run ...` is pointed at

@@ -97,7 +97,7 @@ func TestPlanNVIDIA(t *testing.T) {
 		"--user":         {ContainerUser},
 		"--name":         {"kbgen-job-1"},
 		"--device":       nil,
-		"--env":          {"HOME=/tmp", "TMPDIR=/tmp", "KBGEN_SANDBOX=1", "KERNELBOT_RUN_ID=run-7", "KBGEN_REQUIRE_GPU=1"},
+		"--env":          {"HOME=/tmp", "TMPDIR=/tmp", "KBGEN_SANDBOX=1", "KERNELBOT_RUN_ID=run-7", "KBGEN_REQUIRE_GPU=1", "KBGEN_GPU_COUNT=1"},
 	}
 	for name, vals := range want {
 		if got := flagValues(s, name); !slices.Equal(got, vals) {

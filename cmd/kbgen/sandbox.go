@@ -37,7 +37,8 @@ What the step asks for comes from the plugin config (BUILDKITE_PLUGINS, or
 BUILDKITE_PLUGIN_GPU_DOCKER_IMAGE, _RUNTIME, _GPUS, _CPUS, _MEMORY,
 _SHM_SIZE, _PIDS_LIMIT, _NETWORK; 'kbgen preview --vendor QUEUE' shows a
 vendor's). Where it may run comes from the agent's environment hook:
-KERNELBOT_GPU_UUID (NVIDIA) or KERNELBOT_GPU_RENDER_NODE (AMD),
+KERNELBOT_GPU_UUID (NVIDIA) or KERNELBOT_GPU_RENDER_NODE (AMD), one GPU or
+a multi-GPU agent's comma-separated set (a step gets all of them),
 KERNELBOT_CPUSET, KERNELBOT_MEMS, KERNELBOT_MEMORY, and optionally
 KERNELBOT_PIDS_MAX and KERNELBOT_SHM_MAX ('kbgen node env' prints them). A
 request beyond what the agent owns, or a missing placement, exits 75 so
@@ -53,7 +54,10 @@ command, plugin config, step env, payload and queue, or the step is refused
 The payload (KERNELBOT_PAYLOAD or its pieces) reaches the container as a
 read-only file, never in argv; the container's environment is an
 allow-list. Exit status: the container's; 75 when refused or when docker
-could not start it; 65 for a bad payload, a re-routed step or one changed
+could not start it, or when another job of the node still holds one of
+its GPUs after KBGEN_LEASE_WAIT (default 15m; the lock files are in
+KBGEN_LEASE_DIR, default /run/kbgen, and the wait and the holder are
+printed); 65 for a bad payload, a re-routed step or one changed
 after signing; 2 for a bad
 plugin config.
 

@@ -32,15 +32,19 @@ const (
 // `kbgen node install`), read by `kbgen sandbox`. They say *where* this
 // agent's jobs run; the pipeline never sets them.
 const (
-	// EnvGPUIndex is the index of the one GPU this agent owns (informational;
-	// the UUID or render node is what isolates).
+	// EnvGPUIndex is the index of the GPU this agent owns, or the
+	// comma-separated indexes of a multi-GPU agent's set ("0,1,2,3")
+	// (informational; the UUID or render node is what isolates).
 	EnvGPUIndex = "KERNELBOT_GPU_INDEX"
-	// EnvGPUUUID is the NVIDIA GPU's UUID ("GPU-xxxxxxxx-xxxx-..."), passed
-	// as `--gpus device=<uuid>`. Indexes are not stable across reboots and
-	// driver reloads; UUIDs are.
+	// EnvGPUUUID is the NVIDIA GPU's UUID ("GPU-xxxxxxxx-xxxx-...", or a
+	// MIG instance's "MIG-…"), passed as `--gpus device=<uuid>`; for a
+	// multi-GPU agent the comma-separated UUIDs of its set, passed as
+	// `--gpus '"device=<uuid>,<uuid>"'`. Indexes are not stable across
+	// reboots and driver reloads; UUIDs are.
 	EnvGPUUUID = "KERNELBOT_GPU_UUID"
 	// EnvGPURenderNode is the AMD GPU's DRM render node
-	// ("/dev/dri/renderD130"), passed with /dev/kfd as the only devices.
+	// ("/dev/dri/renderD130"), or a multi-GPU agent's comma-separated
+	// render nodes, passed with /dev/kfd as the only devices.
 	EnvGPURenderNode = "KERNELBOT_GPU_RENDER_NODE"
 	// EnvCPUSet is the agent's cpuset, Linux list syntax ("2-15,98-111"),
 	// all on the GPU's NUMA node.
@@ -96,6 +100,18 @@ const (
 	// env, so a step cannot turn the check off; unset, steps are not
 	// checked.
 	EnvVerificationKey = "KBGEN_VERIFICATION_KEY"
+	// EnvGPUCount is how many GPUs the sandbox gave the container, set
+	// in the container's env: the runner's SystemInfo.device_count and
+	// POPCORN_GPUS (rocm-smi inside a container lists every card of the
+	// host, because sysfs is not namespaced).
+	EnvGPUCount = "KBGEN_GPU_COUNT"
+	// EnvLeaseDir is the node's GPU lease directory, one lock file per
+	// GPU shared by every agent of the node (default /run/kbgen, the
+	// agents' systemd RuntimeDirectory).
+	EnvLeaseDir = "KBGEN_LEASE_DIR"
+	// EnvLeaseWait bounds how long `kbgen sandbox` waits for its GPUs
+	// (a Go duration, default 15m) before it exits 75.
+	EnvLeaseWait = "KBGEN_LEASE_WAIT"
 	// EnvSandboxNoGPU=1 is `kbgen sandbox --no-gpu` from the environment, so
 	// an agent-driven test can turn the GPU flags off through the hook. It
 	// only ever grants less.
@@ -113,6 +129,8 @@ const (
 	// EnvJobID is set by the agent in every job; its absence means "not in
 	// a Buildkite job" (a local or hand run).
 	EnvJobID = "BUILDKITE_JOB_ID"
+	// EnvAgentName is the agent's name, for the GPU lease's holder line.
+	EnvAgentName = "BUILDKITE_AGENT_NAME"
 	// EnvAgentQueue is the agent's queue tag as the agent exports it to
 	// the job (absent for the "default" queue).
 	EnvAgentQueue = "BUILDKITE_AGENT_META_DATA_QUEUE"

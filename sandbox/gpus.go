@@ -1,0 +1,127 @@
+package sandbox
+
+import (
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/steps"
+)
+
+// gpuGrant is what a step gets of its agent's GPUs: the docker flags and
+// the GPUs by name (for the lease and the clean-GPU check).
+type gpuGrant struct {
+	flags [][]string
+	ids   []string
+}
+
+// grantGPUs hands the container every GPU of this agent, by UUID or
+// render node. A step gets exactly its agent's GPUs: asking for more is
+// beyond what the agent owns, asking for fewer means the step reached an
+// agent of another shape (a one-GPU step on an 8-GPU agent would hold
+// seven idle); both are refusals (75), so Buildkite retries elsewhere.
+func grantGPUs(cfg steps.GPUDockerConfig, pl Placement, host Host) (gpuGrant, error) {
+	asked := max(cfg.GPUs, 1)
+	switch cfg.Runtime {
+	case contract.RuntimeNVIDIA:
+		if len(pl.GPUUUIDs) == 0 {
+			return gpuGrant{}, refusef("this agent has no NVIDIA GPU placement: %s is not set", contract.EnvGPUUUID)
+		}
+		if err := checkCount(asked, len(pl.GPUUUIDs)); err != nil {
+			return gpuGrant{}, err
+		}
+		for _, u := range pl.GPUUUIDs {
+			if !nvidiaUUID.MatchString(u) {
+				return gpuGrant{}, refusef("%s: %q is not an NVIDIA GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", contract.EnvGPUUUID, u)
+			}
+		}
+		if dup := duplicate(pl.GPUUUIDs); dup != "" {
+			return gpuGrant{}, refusef("%s lists %s twice", contract.EnvGPUUUID, dup)
+		}
+		// By UUID, never index: indexes change with driver reloads and
+		// CUDA_VISIBLE_DEVICES alone is a hint the submission can unset.
+		// --gpus goes through the NVIDIA container toolkit's hook with the
+		// default runc runtime, so no --runtime nvidia is needed. docker
+		// reads the value as CSV, so a list of devices is one quoted field
+		// ("device=A,B"; docker/cli opts/gpus.go).
+		value := "device=" + strings.Join(pl.GPUUUIDs, ",")
+		if len(pl.GPUUUIDs) > 1 {
+			value = `"` + value + `"`
+		}
+		return gpuGrant{flags: [][]string{{"--gpus", value}}, ids: slices.Clone(pl.GPUUUIDs)}, nil
+	case contract.RuntimeROCm:
+		if len(pl.RenderNodes) == 0 {
+			return gpuGrant{}, refusef("this agent has no AMD GPU placement: %s is not set", contract.EnvGPURenderNode)
+		}
+		if err := checkCount(asked, len(pl.RenderNodes)); err != nil {
+			return gpuGrant{}, err
+		}
+		for _, n := range pl.RenderNodes {
+			if !renderNode.MatchString(n) {
+				return gpuGrant{}, refusef("%s: %q is not a render node (/dev/dri/renderD<n>)", contract.EnvGPURenderNode, n)
+			}
+		}
+		if dup := duplicate(pl.RenderNodes); dup != "" {
+			return gpuGrant{}, refusef("%s lists %s twice", contract.EnvGPURenderNode, dup)
+		}
+		var gids []int
+		// The agent's own render nodes first: they are what a misplaced
+		// agent gets wrong, and the message should say so.
+		for _, dev := range append(slices.Clone(pl.RenderNodes), host.KFD) {
+			d, err := host.Stat(dev)
+			if err != nil {
+				return gpuGrant{}, refusef("GPU device %s is not there: %v", dev, err)
+			}
+			if !d.CharDevice {
+				return gpuGrant{}, refusef("GPU device %s is not a character device", dev)
+			}
+			if !slices.Contains(gids, d.GID) {
+				gids = append(gids, d.GID)
+			}
+		}
+		// /dev/kfd is the one compute device of the host; KFD only lets a
+		// process use the GPUs whose render nodes it can open, so these
+		// are all the container gets.
+		lines := [][]string{{"--device", host.KFD}}
+		ids := make([]string, 0, len(pl.RenderNodes))
+		for _, n := range pl.RenderNodes {
+			lines = append(lines, []string{"--device", n})
+			ids = append(ids, path.Base(n))
+		}
+		// The devices' own groups (video, render) by number: the image's
+		// /etc/group need not have them, or may number them differently.
+		slices.Sort(gids)
+		for _, g := range gids {
+			lines = append(lines, []string{"--group-add", strconv.Itoa(g)})
+		}
+		return gpuGrant{flags: lines, ids: ids}, nil
+	case "":
+		return gpuGrant{}, configErrorf("runtime", "missing (want \"nvidia\" or \"rocm\")")
+	default:
+		return gpuGrant{}, configErrorf("runtime", "%q is not a GPU runtime (want \"nvidia\" or \"rocm\")", cfg.Runtime)
+	}
+}
+
+// checkCount refuses a step whose GPU count is not its agent's.
+func checkCount(asked, owned int) error {
+	switch {
+	case asked > owned && owned == 1:
+		return refusef("gpus: %d asked, this agent owns one GPU", asked)
+	case asked > owned:
+		return refusef("gpus: %d asked, this agent owns %d", asked, owned)
+	case asked < owned:
+		return refusef("gpus: %d asked, but this agent owns %d and a step gets all of them (a step of a one-GPU queue reached a multi-GPU agent)", asked, owned)
+	}
+	return nil
+}
+
+func duplicate(list []string) string {
+	for i, v := range list {
+		if slices.Contains(list[:i], v) {
+			return v
+		}
+	}
+	return ""
+}

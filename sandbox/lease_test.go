@@ -1,0 +1,326 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/internal/syncbuf"
+)
+
+// leaseOpts is a lease in dir for holder, waiting at most wait, logging
+// into log.
+func leaseOpts(dir, holder string, wait time.Duration, log *syncbuf.Buffer) LeaseOptions {
+	o := LeaseOptions{Dir: dir, Wait: wait, Holder: holder}
+	if log != nil {
+		o.Logf = func(f string, a ...any) { fmt.Fprintf(log, f+"\n", a...) }
+	}
+	return o
+}
+
+func mustLease(t *testing.T, ids []string, o LeaseOptions) *Lease {
+	t.Helper()
+	l, err := AcquireLease(context.Background(), ids, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestLeaseExcludes: a GPU is leased to one job at a time, disjoint sets
+// do not wait on each other, and the wait is bounded: beyond it the job
+// is refused (75) with the holder named.
+func TestLeaseExcludes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := mustLease(t, []string{"GPU-a", "GPU-b"}, leaseOpts(dir, "job A", time.Second, nil))
+
+	start := time.Now()
+	c := mustLease(t, []string{"GPU-c"}, leaseOpts(dir, "job C", 0, nil))
+	if time.Since(start) > time.Second {
+		t.Errorf("a disjoint GPU waited %s", time.Since(start))
+	}
+	c.Release()
+
+	var log syncbuf.Buffer
+	_, err := AcquireLease(context.Background(), []string{"GPU-b"}, leaseOpts(dir, "job B", 200*time.Millisecond, &log))
+	if !IsRefused(err) || !strings.Contains(err.Error(), "GPU-b is still held by job A since ") {
+		t.Fatalf("a held GPU: %v, want a refusal naming job A", err)
+	}
+	if ExitCode(err) != 75 {
+		t.Errorf("exit %d, want 75", ExitCode(err))
+	}
+	if !strings.Contains(log.String(), "waiting for GPU GPU-b (in use, 0s so far): held by job A since") {
+		t.Errorf("the job log does not show the wait and the holder:\n%s", log.String())
+	}
+
+	a.Release()
+	b := mustLease(t, []string{"GPU-b"}, leaseOpts(dir, "job B", time.Second, nil))
+	b.Release()
+}
+
+// TestLeaseWriterPreference: an N-GPU job waiting for a GPU busy with a
+// one-GPU job keeps new one-GPU jobs off every GPU of its set, so it gets
+// them as soon as the jobs already running end.
+func TestLeaseWriterPreference(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	one := mustLease(t, []string{"GPU-0"}, leaseOpts(dir, "one-GPU job on GPU-0", time.Second, nil))
+
+	got := make(chan error, 1)
+	var wide *Lease
+	go func() {
+		var err error
+		wide, err = AcquireLease(context.Background(), []string{"GPU-0", "GPU-1", "GPU-2", "GPU-3"}, leaseOpts(dir, "4-GPU job", 10*time.Second, nil))
+		got <- err
+	}()
+	waitUntil(t, func() bool { return locked(t, filepath.Join(dir, "gpu-GPU-3.intent")) }, "the 4-GPU job to claim GPU-3")
+
+	// GPU-1 is idle, but claimed: a new one-GPU job must not slip in.
+	_, err := AcquireLease(context.Background(), []string{"GPU-1"}, leaseOpts(dir, "late one-GPU job", 300*time.Millisecond, nil))
+	if !IsRefused(err) || !strings.Contains(err.Error(), "GPU-1") {
+		t.Fatalf("a one-GPU job took a GPU claimed by a waiting 4-GPU job: %v", err)
+	}
+	one.Release()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the 4-GPU job did not get its GPUs after the one-GPU job ended")
+	}
+	if locked(t, filepath.Join(dir, "gpu-GPU-1.intent")) {
+		t.Error("the 4-GPU job kept its intents after taking its GPUs")
+	}
+	wide.Release()
+}
+
+// TestLeaseRefusesPathNames: ids name files inside the lease directory.
+func TestLeaseRefusesPathNames(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"../etc/x", "a/b", "..", ""} {
+		if _, err := AcquireLease(context.Background(), []string{id}, leaseOpts(t.TempDir(), "x", 0, nil)); !IsRefused(err) {
+			t.Errorf("id %q: %v, want a refusal", id, err)
+		}
+	}
+}
+
+// TestLeaseCancel: a job cancelled while it waits stops waiting.
+func TestLeaseCancel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	held := mustLease(t, []string{"GPU-x"}, leaseOpts(dir, "holder", time.Second, nil))
+	defer held.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := AcquireLease(ctx, []string{"GPU-x"}, leaseOpts(dir, "w", time.Minute, nil)); err != context.DeadlineExceeded {
+		t.Errorf("cancelled wait: %v", err)
+	}
+}
+
+// TestLeaseKilledHolderFreesIt: a holder killed with SIGKILL (no clean
+// up at all) frees its GPUs: the kernel drops the flock.
+func TestLeaseKilledHolderFreesIt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	holder, ready := startLeaseHelper(t, dir, "GPU-k", "0")
+	<-ready
+	if _, err := AcquireLease(context.Background(), []string{"GPU-k"}, leaseOpts(dir, "w", 200*time.Millisecond, nil)); !IsRefused(err) || !strings.Contains(err.Error(), "helper") {
+		t.Fatalf("while the helper holds it: %v", err)
+	}
+	if err := holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = holder.Wait()
+	l := mustLease(t, []string{"GPU-k"}, leaseOpts(dir, "w", 2*time.Second, nil))
+	l.Release()
+}
+
+// TestLeaseConcurrentProcesses: many processes lease overlapping GPU sets
+// (one GPU, two, all four) in a loop; while holding, each creates a
+// marker per GPU with O_EXCL, so two holders of one GPU would collide.
+func TestLeaseConcurrentProcesses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sets := []string{"GPU-0", "GPU-1", "GPU-2", "GPU-3", "GPU-0,GPU-1", "GPU-2,GPU-3", "GPU-0,GPU-1,GPU-2,GPU-3", "GPU-1"}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(sets))
+	for _, set := range sets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := helperCmd(dir, set, "5")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs <- fmt.Errorf("%s: %v\n%s", set, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// leaseHelperEnv runs TestLeaseHelper as a lease-holding process.
+const leaseHelperEnv = "KBGEN_TEST_LEASE_HELPER"
+
+func helperCmd(dir, gpus, rounds string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseHelper$")
+	cmd.Env = append(os.Environ(), leaseHelperEnv+"="+dir+"|"+gpus+"|"+rounds)
+	return cmd
+}
+
+// startLeaseHelper starts a helper that holds gpus until killed; ready
+// closes once it holds them.
+func startLeaseHelper(t *testing.T, dir, gpus, rounds string) (*exec.Cmd, <-chan struct{}) {
+	t.Helper()
+	cmd := helperCmd(dir, gpus, rounds)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == "held" {
+				close(ready)
+				_, _ = bufio.NewReader(out).WriteTo(discard{})
+				return
+			}
+		}
+	}()
+	return cmd, ready
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestLeaseHelper is not a test: run by the tests above as a separate
+// process (KBGEN_TEST_LEASE_HELPER=dir|gpu,gpu|rounds). rounds 0 holds
+// until killed; otherwise it leases that many times, checking exclusion.
+func TestLeaseHelper(t *testing.T) {
+	spec := os.Getenv(leaseHelperEnv)
+	if spec == "" {
+		t.Skip("helper process for the lease tests")
+	}
+	parts := strings.Split(spec, "|")
+	dir, ids := parts[0], strings.Split(parts[1], ",")
+	o := leaseOpts(dir, fmt.Sprintf("helper pid %d", os.Getpid()), 30*time.Second, nil)
+	if parts[2] == "0" {
+		mustLease(t, ids, o)
+		fmt.Println("held")
+		time.Sleep(time.Minute)
+		return
+	}
+	rounds, _ := strconv.Atoi(parts[2])
+	for range rounds {
+		l := mustLease(t, ids, o)
+		var markers []string
+		for _, id := range ids {
+			m := filepath.Join(dir, "holding-"+id)
+			f, err := os.OpenFile(m, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+			if err != nil {
+				t.Fatalf("GPU %s double-booked: %v", id, err)
+			}
+			f.Close()
+			markers = append(markers, m)
+		}
+		time.Sleep(20 * time.Millisecond)
+		for _, m := range markers {
+			os.Remove(m)
+		}
+		l.Release()
+	}
+}
+
+// locked reports whether another open file description holds a flock on
+// path.
+func locked(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
+func waitUntil(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestJobRunHoldsTheLease: kbgen sandbox takes its GPUs' lease before
+// docker run and holds it while the container runs; a GPU another job
+// holds past the wait bound means no docker run and a refusal (75),
+// with the wait and the holder in the job log.
+func TestJobRunHoldsTheLease(t *testing.T) {
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("flock(1) (util-linux) is not installed: the stand-in docker checks the lease with it")
+	}
+	l, dir := fakeDocker(t)
+	env := jobEnv(t)
+	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
+	env[contract.EnvLeaseWait] = "300ms"
+	env[contract.EnvAgentName] = "node1-gpu3"
+	host := fakeHost(t, nil)
+	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(env[contract.EnvLeaseDir], "gpu-"+j.Spec.GPUs[0]+".lock")
+	touch(t, dir, "during", "flock -n "+lock+" true && echo free >"+dir+"/lease || echo held >"+dir+"/lease\n")
+
+	other := mustLease(t, j.Spec.GPUs, leaseOpts(env[contract.EnvLeaseDir], "job 9 on agent node1-x8", time.Second, nil))
+	_, err = j.Run(context.Background(), l, t.TempDir())
+	if !IsRefused(err) || !strings.Contains(err.Error(), "held by job 9 on agent node1-x8") {
+		t.Fatalf("GPU held by another job: %v, want a refusal naming it", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "calls")); err == nil {
+		t.Errorf("docker was called while the GPU was held: %v", calls(t, dir))
+	}
+	if log := l.Log.(*bytes.Buffer).String(); !strings.Contains(log, "waiting for GPU "+j.Spec.GPUs[0]) {
+		t.Errorf("the job log does not show the wait:\n%s", log)
+	}
+	other.Release()
+
+	if _, err := j.Run(context.Background(), l, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "lease")); strings.TrimSpace(string(b)) != "held" {
+		t.Errorf("during docker run the GPU's lock was %q, want held", b)
+	}
+	if locked(t, lock) {
+		t.Error("the lease outlived the run")
+	}
+}
