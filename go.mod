@@ -7,6 +7,7 @@ require (
 	github.com/buildkite/go-buildkite/v4 v4.23.0
 	github.com/buildkite/go-pipeline v0.18.1
 	github.com/google/go-cmdtest v0.4.0
+	github.com/google/go-cmp v0.7.0
 	github.com/lestrrat-go/jwx/v3 v3.2.0
 	github.com/yuin/goldmark v1.8.7
 	golang.org/x/net v0.38.0
@@ -18,7 +19,6 @@ require (
 	github.com/cenkalti/backoff v1.1.1-0.20171020064038-309aa717adbf // indirect
 	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.4.1 // indirect
 	github.com/goccy/go-json v0.10.6 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/go-querystring v1.2.0 // indirect
 	github.com/google/renameio v0.1.0 // indirect
 	github.com/gowebpki/jcs v1.0.1 // indirect

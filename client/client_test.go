@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/payload"
@@ -131,7 +132,7 @@ func TestSubmitSplitsLargePayload(t *testing.T) {
 	if _, ok := env["KERNELBOT_PAYLOAD"]; ok {
 		t.Error("a payload over MaxEnvValue went into one env var")
 	}
-	joined, err := payload.JoinEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	joined, err := payload.JoinEnv(contract.MapLookup(env))
 	if err != nil || joined != sub.Encoded {
 		t.Errorf("JoinEnv = %d bytes, %v; want the payload back", len(joined), err)
 	}

@@ -24,7 +24,7 @@ func TestSplitJoinEnv(t *testing.T) {
 		if single != (size <= MaxEnvValue) {
 			t.Errorf("size %d: single=%v", size, single)
 		}
-		got, err := JoinEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		got, err := JoinEnv(contract.MapLookup(env))
 		if err != nil || got != enc {
 			t.Fatalf("size %d: join failed: %v", size, err)
 		}
@@ -34,7 +34,7 @@ func TestSplitJoinEnv(t *testing.T) {
 func TestJoinEnvDetectsTampering(t *testing.T) {
 	env := SplitEnv(strings.Repeat("B", 2*MaxEnvValue+5))
 	delete(env, contract.EnvPayload+"_2")
-	_, err := JoinEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	_, err := JoinEnv(contract.MapLookup(env))
 	var je *Error
 	if !errors.As(err, &je) || je.Kind != KindChecksum {
 		t.Fatalf("want checksum error, got %v", err)

@@ -48,7 +48,7 @@ func TestFromBuild(t *testing.T) {
 		{name: "bad priority", env: map[string]string{contract.EnvPayload: in.Encoded, contract.EnvQueue: "h100", contract.EnvPriority: "high"}, err: contract.EnvPriority},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.b.Lookup = func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+			tc.b.Lookup = contract.MapLookup(tc.env)
 			p, noJob, err := FromBuild(reg, tc.b, Options{})
 			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("error %v, want one containing %q", err, tc.err)

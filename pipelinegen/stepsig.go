@@ -73,7 +73,7 @@ func EvalClaim(p *pipeline.Pipeline, payloadSHA256 string) (claim signing.StepCl
 	}
 	claim.Command = strings.Fields(step.Command)
 	claim.Plugins = names
-	claim.Env = signing.StepEnvOf(func(k string) (string, bool) { v, ok := step.Env[k]; return v, ok })
+	claim.Env = signing.StepEnvOf(contract.MapLookup(step.Env))
 	claim.PayloadSHA256 = payloadSHA256
 	claim.Queue = stepQueue(step)
 	if claim.Queue == "" {

@@ -5,15 +5,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // lookup turns a map into an env lookup function.
-func lookup(env map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) {
-		v, ok := env[k]
-		return v, ok
-	}
-}
+var lookup = contract.MapLookup
 
 // fakeSysfs writes thread_siblings_list files for cores given as sibling
 // lists ("0,4" for CPUs 0 and 4 on one core) and returns the sysfs root.

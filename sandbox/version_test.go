@@ -26,7 +26,7 @@ func TestVersionSkew(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := VersionSkew(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, "v1.2.0")
+			got := VersionSkew(lookup(tc.env), "v1.2.0")
 			if tc.want == nil {
 				if got != "" {
 					t.Fatalf("want no warning, got %q", got)

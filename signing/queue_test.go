@@ -7,9 +7,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
-func lookupIn(env map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-}
+var lookupIn = contract.MapLookup
 
 func TestCheckQueueBinding(t *testing.T) {
 	for _, tt := range []struct {

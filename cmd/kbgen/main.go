@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/alecthomas/kong"
 
@@ -37,12 +36,7 @@ type Globals struct {
 
 // LookupEnv is os.LookupEnv over g.Env: the last entry for key wins.
 func (g *Globals) LookupEnv(key string) (string, bool) {
-	for i := len(g.Env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(g.Env[i], "="); ok && k == key {
-			return v, true
-		}
-	}
-	return "", false
+	return contract.EnvironLookup(g.Env)(key)
 }
 
 // Getenv returns the value of key, or "".

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // EnvUpdate set to 1 makes Check write instead of compare.
@@ -35,6 +37,13 @@ func Check(t testing.TB, path string, got []byte) {
 		t.Fatalf("%v (%s=1 go test writes it)", err, EnvUpdate)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (%s=1 go test rewrites it if the change is intended):\n--- got\n%s\n--- want\n%s", path, EnvUpdate, got, want)
+		t.Errorf("%s differs (-got +want; %s=1 go test rewrites it if the change is intended):\n%s", path, EnvUpdate, Diff(got, want))
 	}
+}
+
+// Diff is a line-by-line diff of got against want, "-" for got's lines and
+// "+" for want's, unchanged lines around each change: a one-line change in
+// a long file reads as that line, not as both files.
+func Diff(got, want []byte) string {
+	return cmp.Diff(string(got), string(want))
 }
