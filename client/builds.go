@@ -126,7 +126,7 @@ func (c *Client) CreateBuild(ctx context.Context, nb NewBuild) (*Build, error) {
 					return b, nil
 				}
 			}
-			if err := c.opts.Clock.Sleep(ctx, c.api.backoff(attempt-1)); err != nil {
+			if err := sleepBounded(ctx, c.opts.Clock, c.api.backoff(attempt-1)); err != nil {
 				break
 			}
 		}

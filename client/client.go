@@ -27,6 +27,10 @@ type Options struct {
 	Org      string
 	Pipeline string
 	Token    string
+	// MoreTokens are other users' tokens that kbgen serve's budget
+	// rotates (WrapAPI sets each try's Authorization); like Token, they
+	// never appear in a log or an error.
+	MoreTokens []string
 	// Debug, when set, receives one line per HTTP request and retry; the
 	// token never appears in it.
 	Debug io.Writer
@@ -120,7 +124,8 @@ func (c *Client) newTransport(name string) *transport {
 	if name == "api" && c.opts.WrapAPI != nil {
 		rt = c.opts.WrapAPI(base)
 	}
-	return &transport{base: rt, retry: c.opts.Retry, clock: c.opts.Clock, debug: c.opts.Debug, redact: c.redact, name: name}
+	return &transport{base: rt, retry: c.opts.Retry, clock: c.opts.Clock, debug: c.opts.Debug, redact: c.redact, name: name,
+		hold: name == "api" && c.opts.WrapAPI == nil}
 }
 
 // Requests returns how many HTTP requests (tries included) the client
@@ -134,10 +139,12 @@ func (c *Client) Clock() Clock { return c.opts.Clock }
 
 // redact removes the token from text that leaves the client.
 func (c *Client) redact(s string) string {
-	if c.opts.Token == "" {
-		return s
+	for _, t := range append([]string{c.opts.Token}, c.opts.MoreTokens...) {
+		if t != "" {
+			s = strings.ReplaceAll(s, t, "[REDACTED]")
+		}
 	}
-	return strings.ReplaceAll(s, c.opts.Token, "[REDACTED]")
+	return s
 }
 
 // scrub makes an error that is safe to print: one line, no token, and for

@@ -260,6 +260,42 @@ func TestRetryAfterIsObeyed(t *testing.T) {
 	}
 }
 
+// TestUserLimitIsBudgeted: submit against Buildkite's per-user limit
+// (rate_limits.md). A user limit of 6 a minute is spent by the fourth
+// poll: the client stops at RateLimit-User-Remaining 0 and waits for
+// RateLimit-User-Reset instead of earning a 429; and a 429 naming scope
+// rest_user waits for the user's reset, not the organization's.
+func TestUserLimitIsBudgeted(t *testing.T) {
+	t.Run("remaining 0 holds", func(t *testing.T) {
+		sc := fakebuildkite.QuickScript
+		sc.Finish = 20 * time.Second
+		r := newRig(t, sc)
+		r.fake.SetRateLimit(200)
+		r.fake.SetUserRateLimit(6)
+		out := r.submit(t, context.Background(), 0)
+		if out.Status != Obtained {
+			t.Fatalf("status %v: %s", out.Status, out.Result.Error)
+		}
+		if n := r.fake.RateLimited(); n != 0 {
+			t.Errorf("%d answers 429", n)
+		}
+		if !strings.Contains(r.debug.String(), "rate limit spent: waiting") {
+			t.Errorf("the client never held (the test proves nothing):\n%s", r.debug.String())
+		}
+	})
+	t.Run("429 waits for its scope", func(t *testing.T) {
+		r := newRig(t, fakebuildkite.QuickScript)
+		r.fake.AddFault(fakebuildkite.Fault{Method: "GET", Path: "/builds/1", Status: 429, RateLimitReset: "3", UserRateLimitReset: "40", Scope: fakebuildkite.ScopeUser})
+		start := r.clock.Now()
+		if out := r.submit(t, context.Background(), 0); out.Status != Obtained {
+			t.Fatalf("status %v: %s", out.Status, out.Result.Error)
+		}
+		if waited := r.clock.Now().Sub(start); waited < 40*time.Second {
+			t.Errorf("finished %s after start: the user's reset of 40 s was not waited for", waited)
+		}
+	})
+}
+
 func TestCreateRetryDoesNotDuplicate(t *testing.T) {
 	r := newRig(t, fakebuildkite.QuickScript)
 	// The create reached the server (build #1 exists) but its answer was
@@ -340,6 +376,57 @@ func TestTimeoutCancels(t *testing.T) {
 	b, err := r.client.GetBuild(context.Background(), 1)
 	if err != nil || b.State != StateCanceled {
 		t.Errorf("build after timeout: %+v, %v; want canceled", b, err)
+	}
+}
+
+// TestTimeoutBoundsEveryPhase: --timeout is the whole submission's, not
+// only the wait's. Buildkite unreachable from the start once made submit
+// retry its create for 137 s and exit 4; with a 20 s deadline it ends
+// timed out (exit 5) within the deadline plus the cleanup allowance.
+func TestTimeoutBoundsEveryPhase(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(r *rig)
+		want  string
+	}{
+		{"create: Buildkite unreachable", nil, "before run run-42 was created"},
+		{"create: every answer 503", func(r *rig) {
+			r.fake.AddFault(fakebuildkite.Fault{Path: "/builds", Status: 503, Times: 1000})
+		}, "before run run-42 was created"},
+		{"wait: every poll 503", func(r *rig) {
+			r.fake.AddFault(fakebuildkite.Fault{Method: "GET", Path: "/builds/1", Status: 503, Times: 1000})
+		}, "timed out after 20s waiting for build 1"},
+		{"result: the artifact list 503", func(r *rig) {
+			r.fake.AddFault(fakebuildkite.Fault{Method: "GET", Path: "/artifacts", Status: 503, Times: 1000})
+		}, "fetching the result of build 1 (passed)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := fakebuildkite.QuickScript
+			sc.Finish = 19 * time.Second
+			r := newRig(t, sc)
+			if tt.setup == nil {
+				c, err := New(Options{APIURL: "http://127.0.0.1:1/", Org: "o", Pipeline: "p", Token: "tok", Clock: r.clock})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.client = c
+			} else {
+				tt.setup(r)
+			}
+			start := r.clock.Now()
+			out := r.submit(t, context.Background(), 20*time.Second)
+			took := r.clock.Now().Sub(start)
+			if out.Status != TimedOut || out.Status.ExitCode() != 5 {
+				t.Fatalf("status %v (exit %d): %s", out.Status, out.Status.ExitCode(), out.Result.Error)
+			}
+			if took < 20*time.Second || took > 20*time.Second+cleanupTime {
+				t.Errorf("ended %s after the start; want 20 s to 20 s + %s", took, cleanupTime)
+			}
+			if !strings.Contains(out.Result.Error, tt.want) {
+				t.Errorf("error %q does not say %q", out.Result.Error, tt.want)
+			}
+		})
 	}
 }
 

@@ -84,25 +84,59 @@ func (s *Submission) NewBuild() NewBuild {
 
 // Submit creates the build, waits for it and fetches its result. On
 // timeout or when ctx is canceled (SIGINT/SIGTERM) it cancels the build.
+// w.Deadline bounds every phase: the create and its retries, the wait,
+// the result fetch; then at most cleanupTime more goes to canceling.
 func (c *Client) Submit(ctx context.Context, s Submission, w WaitOptions) *Outcome {
 	if w.Start.IsZero() {
 		w.Start = c.opts.Clock.Now()
 	}
+	bctx, done := c.bound(ctx, w.Deadline)
+	defer done()
 	nb := s.NewBuild()
-	b, err := c.CreateBuild(ctx, nb)
+	b, err := c.CreateBuild(bctx, nb)
 	if err != nil {
-		if ctx.Err() != nil {
-			return &Outcome{Status: TimedOut, Result: failed(fmt.Sprintf("interrupted before run %s was submitted", s.RunID))}
+		var out *Outcome
+		switch {
+		case pastDeadline(bctx, c.opts.Clock):
+			out = c.createTimedOut(ctx, s, err, w)
+		case ctx.Err() != nil:
+			out = &Outcome{Status: TimedOut, Result: failed(fmt.Sprintf("interrupted before run %s was submitted", s.RunID))}
+		default:
+			out = &Outcome{Status: Infra, Result: failed(fmt.Sprintf("run %s on %s: %v", s.RunID, s.Queue, err))}
 		}
-		return &Outcome{Status: Infra, Result: failed(fmt.Sprintf("run %s on %s: %v", s.RunID, s.Queue, err))}
+		out.Elapsed = c.opts.Clock.Now().Sub(w.Start)
+		return out
 	}
 	if w.OnEvent != nil {
 		w.OnEvent(Event{Kind: "created", Build: b.Number, URL: b.WebURL, RunID: s.RunID})
 	}
 	w.Initial = b
-	out := c.finish(ctx, b.Number, w)
+	out := c.finish(ctx, bctx, b.Number, w)
 	out.Elapsed = c.opts.Clock.Now().Sub(w.Start)
 	return out
+}
+
+// cleanupTime bounds what a timed-out submission spends after its
+// deadline: finding and canceling its build.
+const cleanupTime = 5 * time.Second
+
+// createTimedOut ends a submission whose deadline passed before its
+// create succeeded. A create that reached Buildkite may have made the
+// build all the same: it is looked up by run id and canceled.
+func (c *Client) createTimedOut(ctx context.Context, s Submission, err error, w WaitOptions) *Outcome {
+	msg := fmt.Sprintf("timed out after %s before run %s was created (%v)", c.opts.Clock.Now().Sub(w.Start).Round(100*time.Millisecond), s.RunID, err)
+	cctx, done := c.bound(context.WithoutCancel(ctx), c.opts.Clock.Now().Add(cleanupTime))
+	defer done()
+	b, ferr := c.FindBuild(cctx, s.RunID)
+	switch {
+	case ferr != nil:
+		msg += fmt.Sprintf("; whether a build was made is unknown (%v): look for meta-data run_id=%s", ferr, s.RunID)
+	case b == nil:
+		msg += "; no build was made"
+	default:
+		return c.cancel(ctx, b.Number, b, errors.New(msg), w)
+	}
+	return &Outcome{Status: TimedOut, Result: failed(msg)}
 }
 
 // Attach waits for an existing build and fetches its result, as Submit
@@ -111,7 +145,9 @@ func (c *Client) Attach(ctx context.Context, number int, w WaitOptions) *Outcome
 	if w.Start.IsZero() {
 		w.Start = c.opts.Clock.Now()
 	}
-	out := c.finish(ctx, number, w)
+	bctx, done := c.bound(ctx, w.Deadline)
+	defer done()
+	out := c.finish(ctx, bctx, number, w)
 	out.Elapsed = c.opts.Clock.Now().Sub(w.Start)
 	return out
 }
@@ -129,15 +165,28 @@ func (c *Client) Fetch(ctx context.Context, number int) *Outcome {
 	return c.resultOf(ctx, b)
 }
 
-func (c *Client) finish(ctx context.Context, number int, w WaitOptions) *Outcome {
-	b, err := c.Wait(ctx, number, w)
+// finish waits for the build and fetches its result under bctx (ctx with
+// the deadline); a timeout or an interrupt cancels the build under ctx.
+func (c *Client) finish(ctx, bctx context.Context, number int, w WaitOptions) *Outcome {
+	b, err := c.Wait(bctx, number, w)
 	if err != nil {
-		if errors.Is(err, ErrTimeout) || ctx.Err() != nil {
+		switch {
+		case pastDeadline(bctx, c.opts.Clock) && ctx.Err() == nil:
+			if !errors.Is(err, ErrTimeout) {
+				err = fmt.Errorf("%w after %s", ErrTimeout, c.opts.Clock.Now().Sub(w.Start).Round(100*time.Millisecond))
+			}
+			return c.cancel(ctx, number, b, err, w)
+		case errors.Is(err, ErrTimeout) || ctx.Err() != nil:
 			return c.cancel(ctx, number, b, err, w)
 		}
 		return &Outcome{Status: Infra, Build: b, Result: failed(fmt.Sprintf("%v; the build may still be running: `kbgen wait %d` re-attaches", err, number))}
 	}
-	return c.resultOf(ctx, b)
+	out := c.resultOf(bctx, b)
+	if out.Status == Infra && pastDeadline(bctx, c.opts.Clock) {
+		out.Status = TimedOut
+		out.Result = failed(fmt.Sprintf("timed out after %s fetching the result of build %d (%s); `kbgen result %d` fetches it", c.opts.Clock.Now().Sub(w.Start).Round(100*time.Millisecond), b.Number, b.State, b.Number))
+	}
+	return out
 }
 
 func (c *Client) resultOf(ctx context.Context, b *Build) *Outcome {
@@ -155,7 +204,7 @@ func (c *Client) resultOf(ctx context.Context, b *Build) *Outcome {
 // cancel stops the build after a timeout or interrupt. It uses a context
 // of its own: the caller's may be the one that was just canceled.
 func (c *Client) cancel(ctx context.Context, number int, last *Build, why error, w WaitOptions) *Outcome {
-	cctx, done := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	cctx, done := c.bound(context.WithoutCancel(ctx), c.opts.Clock.Now().Add(cleanupTime))
 	defer done()
 	state := "unknown"
 	if last != nil {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -45,6 +46,12 @@ type transport struct {
 	redact   func(string) string
 	requests atomic.Int64
 	name     string // "api" or "storage", for the request log
+	// hold: after an answer says a limit has nothing left, the next try
+	// waits for that limit's reset instead of earning a 429 (off when
+	// kbgen serve's budget, which does the same per token, is below).
+	hold     bool
+	holdMu   sync.Mutex
+	holdTill time.Time
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -61,9 +68,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req = req.Clone(ctx)
 			req.Body = body
 		}
+		if err := t.waitHold(ctx); err != nil {
+			return nil, err
+		}
 		realStart := time.Now()
 		t.requests.Add(1)
 		resp, err := t.base.RoundTrip(req)
+		if err == nil {
+			t.observe(resp.Header)
+		}
 		took := time.Since(realStart)
 		wait, retryable, why := t.classify(req, resp, err, attempt)
 		t.logf("%s %s %s → %s in %s", t.name, req.Method, t.logURL(req.URL), outcome(resp, err), took.Round(time.Millisecond))
@@ -94,10 +107,48 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp.Body.Close()
 		}
 		t.logf("%s retry %d/%d in %s: %s", t.name, attempt, t.retry.Attempts-1, wait.Round(time.Millisecond), why)
-		if err := t.clock.Sleep(ctx, wait); err != nil {
+		if err := sleepBounded(ctx, t.clock, wait); err != nil {
 			return nil, &retryError{msg: fmt.Sprintf("%s (stopped retrying: %v)", why, err)}
 		}
 	}
+}
+
+// observe holds further tries when an answer says either scope has
+// nothing left (rate_limits.md: "You should not make any further requests
+// until the relevant RateLimit-Reset or RateLimit-User-Reset").
+func (t *transport) observe(h http.Header) {
+	if !t.hold {
+		return
+	}
+	for _, scope := range []string{ScopeOrg, ScopeUser} {
+		if left, reset, ok := LimitLeft(h, scope); ok && left <= 0 {
+			till := t.clock.Now().Add(reset)
+			t.holdMu.Lock()
+			if till.After(t.holdTill) {
+				t.holdTill = till
+			}
+			t.holdMu.Unlock()
+		}
+	}
+}
+
+// waitHold waits out a hold, or fails when it is longer than a 429 would
+// be allowed to make us wait.
+func (t *transport) waitHold(ctx context.Context) error {
+	t.holdMu.Lock()
+	d := t.holdTill.Sub(t.clock.Now())
+	t.holdMu.Unlock()
+	if d <= 0 {
+		return nil
+	}
+	if d > t.retry.MaxRateLimitWait {
+		return &retryError{msg: fmt.Sprintf("rate limit spent for %s, more than the %s allowed", d.Round(time.Second), t.retry.MaxRateLimitWait), permanent: true}
+	}
+	t.logf("%s rate limit spent: waiting %s for its reset", t.name, d.Round(time.Millisecond))
+	if err := sleepBounded(ctx, t.clock, d); err != nil {
+		return &retryError{msg: fmt.Sprintf("rate limit spent (stopped waiting: %v)", err)}
+	}
+	return nil
 }
 
 // retryError is the reason a request was given up on; its text is already
@@ -127,7 +178,7 @@ func (t *transport) classify(req *http.Request, resp *http.Response, err error, 
 	case resp.StatusCode == http.StatusTooManyRequests:
 		// Buildkite answers 429 before doing anything, so even a POST is
 		// safe to repeat.
-		if d, ok := rateLimitWait(resp.Header, t.clock.Now()); ok {
+		if d, ok := limitWait(resp.Header, LimitScope(resp), t.clock.Now()); ok {
 			if d > t.retry.MaxRateLimitWait {
 				// Obeying would hold the submission hostage; failing now
 				// lets the caller re-attach later.
@@ -151,26 +202,6 @@ func (t *transport) backoff(attempt int) time.Duration {
 		d = t.retry.MaxDelay
 	}
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-// rateLimitWait reads how long the server wants us to wait: Retry-After
-// (seconds or an HTTP date), else RateLimit-Reset (seconds until the window
-// resets, as Buildkite sends it).
-func rateLimitWait(h http.Header, now time.Time) (time.Duration, bool) {
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
-			return time.Duration(secs * float64(time.Second)), true
-		}
-		if at, err := http.ParseTime(v); err == nil {
-			return max(at.Sub(now), 0), true
-		}
-	}
-	if v := strings.TrimSpace(h.Get("RateLimit-Reset")); v != "" {
-		if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
-			return time.Duration(secs * float64(time.Second)), true
-		}
-	}
-	return 0, false
 }
 
 // neverSent reports errors that prove the request did not reach the

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -44,8 +45,10 @@ func Publish(ctx context.Context, agent *bkagent.Agent, out string, files []stri
 	// The result also rides on the build itself when it fits, so kbgen
 	// serve's watcher reads it from the builds list it already polls (no
 	// request per build); the artifact stays the reference.
+	// Stamped with this job's id: a reader trusts it only while this job
+	// is the eval step's latest (payload/resultmeta.go).
 	if data, err := os.ReadFile(out); err == nil {
-		if enc, fits := payload.EncodeResultMetaData(data); fits {
+		if enc, fits := payload.EncodeResultMetaData(RunOptions{Environ: agent.Env}.getenv(contract.EnvJobID), data); fits {
 			if err := agent.MetaDataSet(ctx, payload.ResultMetaDataKey, []byte(enc)); err != nil {
 				errs = append(errs, fmt.Errorf("setting meta-data %s failed: %w", payload.ResultMetaDataKey, err))
 			}

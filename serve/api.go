@@ -54,11 +54,20 @@ type Health struct {
 	Open      int    `json:"open"`
 	Budget    Stats  `json:"budget"`
 	PollEvery string `json:"poll_every"`
+	// Buildkite is "ok", or why the service has not reached it since its
+	// start (then OK is false and the answer 503: runs are accepted and
+	// queued, none is created yet).
+	Buildkite string `json:"buildkite"`
 }
 
 func (s *Service) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	total, open := s.runs.counts()
-	writeJSON(w, http.StatusOK, Health{OK: true, Runs: total, Open: open, Budget: s.cfg.Budget.Stats(), PollEvery: s.cfg.PollEvery.Round(time.Millisecond).String()})
+	h := Health{OK: true, Runs: total, Open: open, Budget: s.cfg.Budget.Stats(), PollEvery: s.cfg.PollEvery.Round(time.Millisecond).String(), Buildkite: "ok"}
+	code := http.StatusOK
+	if down := s.Down(); down != "" {
+		h.OK, h.Buildkite, code = false, down, http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, h)
 }
 
 func (s *Service) servePost(w http.ResponseWriter, r *http.Request) {

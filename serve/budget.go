@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gpu-mode/kbgen/client"
 )
 
 // Class is what a request is for; the budget serves them in different
@@ -43,24 +45,38 @@ func classOf(ctx context.Context) Class {
 // arrivals there hold more than the budget.
 const Window = 61 * time.Second
 
-// Budget keeps kbgen's own use of the organization's REST API under
-// PerMinute requests in any 60 seconds (a sliding window, so no minute
-// ever sees more), and under what the organization has left: when
-// Buildkite's RateLimit-Remaining falls to Floor, every request waits for
-// RateLimit-Reset. So kbgen itself never causes a 429, and leaves the rest
-// of the org limit to the org's other users.
+// DefaultPerUser is kbgen's default budget per token: under Buildkite's
+// documented 50 a minute per user (client.UserLimit) with room for the
+// token's owner to look at a build by hand.
+const DefaultPerUser = 45
+
+// Budget keeps kbgen's own use of the REST API under two limits at once,
+// as Buildkite enforces them: PerMinute requests in any 61 seconds for all
+// of kbgen together (its share of the organization's limit), and PerUser
+// for each of its tokens (each a different Buildkite user: their
+// per-user limits add up). Each request goes out with the token that has
+// the most room. It also follows what Buildkite reports: when the
+// organization's RateLimit-Remaining, or a token's
+// RateLimit-User-Remaining, falls to Floor, that scope waits for its reset;
+// a 429 waits for the reset of the scope its body names. So kbgen itself
+// never causes a 429, and leaves the rest of the org limit to the org's
+// other users.
 type Budget struct {
 	PerMinute int
-	// PollShare is the part of PerMinute creates may not use, kept for the
-	// watcher's polls and for result fetches.
+	// PerUser bounds each token's requests in any Window.
+	PerUser int
+	// PollShare is the part of the effective budget creates may not use,
+	// kept for the watcher's polls and for result fetches.
 	PollShare int
-	// Floor is the organization's RateLimit-Remaining under which kbgen
-	// stops until the window resets.
+	// Floor is the RateLimit-Remaining (either scope) under which kbgen
+	// stops until that window resets.
 	Floor int
 
 	mu        sync.Mutex
 	sent      []sent // in the last minute, oldest first
-	orgLeft   int    // -1: unknown
+	users     []user // one per token
+	tokens    []string
+	orgLeft   int // -1: unknown
 	orgReset  time.Time
 	waiting   int
 	urgent    int // Urgent requests waiting: polls and creates let them go first
@@ -74,26 +90,57 @@ type sent struct {
 	class Class
 }
 
-// NewBudget returns a budget of perMinute requests, half of them kept for
-// polls and result fetches.
-func NewBudget(perMinute int) *Budget {
-	if perMinute < 5 {
-		perMinute = 5
-	}
-	return &Budget{PerMinute: perMinute, PollShare: perMinute / 2, Floor: 2, orgLeft: -1, now: time.Now, changed: make(chan struct{})}
+// user is one token's own window and what Buildkite said of it.
+type user struct {
+	sent  []time.Time
+	left  int // RateLimit-User-Remaining; -1: unknown
+	reset time.Time
 }
 
-// Acquire waits until a request of class c fits, then counts it. onWait,
-// when not nil, is called once if it has to wait.
-func (b *Budget) Acquire(ctx context.Context, c Class, onWait func()) error {
+// NewBudget returns a budget of perMinute requests with the client's one
+// token, half of them kept for polls and result fetches.
+func NewBudget(perMinute int) *Budget {
+	return NewUserBudget(perMinute, perMinute, nil)
+}
+
+// NewUserBudget returns a budget of orgShare requests a minute in all and
+// perUser for each token; with tokens (two or more users) every request
+// carries the token chosen for it, without, the client's own. Half of
+// the effective budget is kept for polls and result fetches.
+func NewUserBudget(orgShare, perUser int, tokens []string) *Budget {
+	orgShare, perUser = max(orgShare, 5), max(perUser, 5)
+	n := max(len(tokens), 1)
+	b := &Budget{PerMinute: orgShare, PerUser: perUser, Floor: 2, orgLeft: -1, now: time.Now, changed: make(chan struct{}),
+		users: make([]user, n), tokens: tokens}
+	for i := range b.users {
+		b.users[i].left = -1
+	}
+	b.PollShare = b.Effective() / 2
+	return b
+}
+
+// Effective is the most requests a minute the budget allows: kbgen's share
+// of the organization, or all its tokens' per-user budgets if fewer.
+func (b *Budget) Effective() int {
+	return min(b.PerMinute, b.PerUser*len(b.users))
+}
+
+// Users is the number of tokens the budget rotates.
+func (b *Budget) Users() int { return len(b.users) }
+
+// Acquire waits until a request of class c fits, then counts it against
+// the token it returns (an index into the budget's tokens). onWait, when
+// not nil, is called once if it has to wait.
+func (b *Budget) Acquire(ctx context.Context, c Class, onWait func()) (int, error) {
 	waited := false
 	for {
 		b.mu.Lock()
 		now := b.now()
 		b.expire(now)
-		d := b.delay(now, c)
+		d, u := b.delay(now, c)
 		if d <= 0 {
 			b.sent = append(b.sent, sent{now, c})
+			b.users[u].sent = append(b.users[u].sent, now)
 			b.totalSent++
 			if waited {
 				b.waiting--
@@ -102,7 +149,7 @@ func (b *Budget) Acquire(ctx context.Context, c Class, onWait func()) error {
 				}
 			}
 			b.mu.Unlock()
-			return nil
+			return u, nil
 		}
 		if !waited {
 			waited = true
@@ -128,7 +175,7 @@ func (b *Budget) Acquire(ctx context.Context, c Class, onWait func()) error {
 				b.urgent--
 			}
 			b.mu.Unlock()
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-t.C:
 		case <-ch:
 			t.Stop()
@@ -136,21 +183,27 @@ func (b *Budget) Acquire(ctx context.Context, c Class, onWait func()) error {
 	}
 }
 
-// delay is how long a request of class c must wait from now (0: go).
-func (b *Budget) delay(now time.Time, c Class) time.Duration {
+// delay is how long a request of class c must wait from now (0: go), and
+// the token it goes with when it may.
+func (b *Budget) delay(now time.Time, c Class) (time.Duration, int) {
 	if b.orgLeft >= 0 && b.orgLeft <= b.Floor && now.Before(b.orgReset) {
-		return b.orgReset.Sub(now)
+		return b.orgReset.Sub(now), 0
 	}
 	if len(b.sent) >= b.PerMinute {
-		return b.sent[0].at.Add(Window).Sub(now) + time.Millisecond
+		return b.sent[0].at.Add(Window).Sub(now) + time.Millisecond, 0
+	}
+	u, wait := b.pickUser(now)
+	if wait > 0 {
+		return wait, 0
 	}
 	if c != Urgent && b.urgent > 0 {
 		// A result fetch or a cancel is waiting: it goes first.
-		return 50 * time.Millisecond
+		return 50 * time.Millisecond, 0
 	}
 	if c == Create {
-		// Creates count against PerMinute-PollShare, so a burst of
-		// submissions never starves the polls that detect completion.
+		// Creates count against the effective budget less PollShare, so a
+		// burst of submissions never starves the polls that detect
+		// completion.
 		n, oldest := 0, time.Time{}
 		for _, s := range b.sent {
 			if s.class == Create {
@@ -160,19 +213,56 @@ func (b *Budget) delay(now time.Time, c Class) time.Duration {
 				n++
 			}
 		}
-		if n >= b.PerMinute-b.PollShare {
-			return oldest.Add(Window).Sub(now) + time.Millisecond
+		if n >= b.Effective()-b.PollShare {
+			return oldest.Add(Window).Sub(now) + time.Millisecond, 0
 		}
 	}
-	return 0
+	return 0, u
+}
+
+// pickUser is the token with the most room now, or, when none has any,
+// how long until the first one does.
+func (b *Budget) pickUser(now time.Time) (int, time.Duration) {
+	best, bestSent, soonest := -1, 0, time.Duration(0)
+	for i := range b.users {
+		u := &b.users[i]
+		var wait time.Duration
+		switch {
+		case u.left >= 0 && u.left <= b.Floor && now.Before(u.reset):
+			wait = u.reset.Sub(now)
+		case len(u.sent) >= b.PerUser:
+			wait = u.sent[0].Add(Window).Sub(now) + time.Millisecond
+		}
+		if wait > 0 {
+			if soonest == 0 || wait < soonest {
+				soonest = wait
+			}
+			continue
+		}
+		if best < 0 || len(u.sent) < bestSent {
+			best, bestSent = i, len(u.sent)
+		}
+	}
+	if best < 0 {
+		return 0, soonest
+	}
+	return best, 0
 }
 
 func (b *Budget) expire(now time.Time) {
+	b.sent = expired(b.sent, func(s sent) time.Time { return s.at }, now)
+	for i := range b.users {
+		b.users[i].sent = expired(b.users[i].sent, func(t time.Time) time.Time { return t }, now)
+	}
+}
+
+// expired drops the entries older than Window from the front of xs.
+func expired[T any](xs []T, at func(T) time.Time, now time.Time) []T {
 	i := 0
-	for i < len(b.sent) && !now.Before(b.sent[i].at.Add(Window)) {
+	for i < len(xs) && !now.Before(at(xs[i]).Add(Window)) {
 		i++
 	}
-	b.sent = b.sent[i:]
+	return xs[i:]
 }
 
 // Ready is how long a request of class c would wait now (0: none).
@@ -181,40 +271,71 @@ func (b *Budget) Ready(c Class) time.Duration {
 	defer b.mu.Unlock()
 	now := b.now()
 	b.expire(now)
-	return max(b.delay(now, c), 0)
+	d, _ := b.delay(now, c)
+	return max(d, 0)
 }
 
-// Observe reads Buildkite's RateLimit-Remaining and RateLimit-Reset from an
-// answer. A 429 (someone else spent the org's budget) counts as nothing
-// left until the reset.
-func (b *Budget) Observe(status int, h http.Header) {
-	left, lerr := strconv.Atoi(strings.TrimSpace(h.Get("RateLimit-Remaining")))
-	reset, rerr := strconv.ParseFloat(strings.TrimSpace(h.Get("RateLimit-Reset")), 64)
+// Observe reads both of Buildkite's header sets from the answer to a
+// request made with token u: RateLimit-Remaining/-Reset (the
+// organization) and RateLimit-User-Remaining/-Reset (the token's user).
+// A 429 counts as nothing left in the scope its body names (scope
+// "rest_user" or "rest"; no Retry-After is documented, one is obeyed if
+// sent) until that scope's reset; a 429 naming neither stops both.
+func (b *Budget) Observe(u int, status int, h http.Header, scope string) {
+	orgLeft, orgReset, orgOK := client.LimitLeft(h, client.ScopeOrg)
+	userLeft, userReset, userOK := client.LimitLeft(h, client.ScopeUser)
 	if status == http.StatusTooManyRequests {
-		left, lerr = 0, nil
-		if ra, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After")), 64); err == nil {
-			reset, rerr = ra, nil
-		} else if rerr != nil {
-			reset, rerr = 5, nil
+		ra, raOK := retryAfter(h)
+		if scope != client.ScopeUser {
+			orgLeft, orgReset, orgOK = 0, firstOK(ra, raOK, orgReset, orgOK), true
+		}
+		if scope != client.ScopeOrg {
+			userLeft, userReset, userOK = 0, firstOK(ra, raOK, userReset, userOK), true
 		}
 	}
-	if lerr != nil || rerr != nil {
-		return
-	}
 	b.mu.Lock()
-	b.orgLeft = left
-	b.orgReset = b.now().Add(time.Duration(reset * float64(time.Second)))
+	now := b.now()
+	if orgOK {
+		b.orgLeft, b.orgReset = orgLeft, now.Add(orgReset)
+	}
+	if userOK && u >= 0 && u < len(b.users) {
+		b.users[u].left, b.users[u].reset = userLeft, now.Add(userReset)
+	}
 	close(b.changed)
 	b.changed = make(chan struct{})
 	b.mu.Unlock()
 }
 
+// firstOK is a if ok, else b if bOK, else the 5 s a 429 without any reset
+// waits.
+func firstOK(a time.Duration, ok bool, b time.Duration, bOK bool) time.Duration {
+	switch {
+	case ok:
+		return a
+	case bOK:
+		return b
+	}
+	return 5 * time.Second
+}
+
+// retryAfter reads a Retry-After in seconds (not documented for
+// Buildkite's 429s; obeyed if one comes).
+func retryAfter(h http.Header) (time.Duration, bool) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After")), 64)
+	if err != nil || f < 0 {
+		return 0, false
+	}
+	return time.Duration(f * float64(time.Second)), true
+}
+
 // Stats is a snapshot of the budget.
 type Stats struct {
-	InLastMinute int   `json:"in_last_minute"`
-	Waiting      int   `json:"waiting"`
-	OrgRemaining int   `json:"org_remaining"` // -1: not known yet
-	Sent         int64 `json:"sent"`
+	InLastMinute int `json:"in_last_minute"`
+	Waiting      int `json:"waiting"`
+	OrgRemaining int `json:"org_remaining"` // -1: not known yet
+	// UserRemaining is each token's RateLimit-User-Remaining (-1: not known).
+	UserRemaining []int `json:"user_remaining"`
+	Sent          int64 `json:"sent"`
 }
 
 // Stats reports the budget's use now.
@@ -222,12 +343,18 @@ func (b *Budget) Stats() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.expire(b.now())
-	return Stats{InLastMinute: len(b.sent), Waiting: b.waiting, OrgRemaining: b.orgLeft, Sent: b.totalSent}
+	st := Stats{InLastMinute: len(b.sent), Waiting: b.waiting, OrgRemaining: b.orgLeft, Sent: b.totalSent}
+	for _, u := range b.users {
+		st.UserRemaining = append(st.UserRemaining, u.left)
+	}
+	return st
 }
 
 // Transport puts every request through the budget: it waits for its
-// place, then reads the rate-limit headers of the answer. It sits under
-// the client's retry layer, so each try counts.
+// place, sends it with the token chosen for it (when the budget rotates
+// tokens), then reads the rate-limit headers of the answer, and of a 429
+// its body's scope. It sits under the client's retry layer, so each try
+// counts.
 func (b *Budget) Transport(next http.RoundTripper) http.RoundTripper {
 	return budgetTransport{b, next}
 }
@@ -238,12 +365,18 @@ type budgetTransport struct {
 }
 
 func (t budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := t.b.Acquire(req.Context(), classOf(req.Context()), nil); err != nil {
+	u, err := t.b.Acquire(req.Context(), classOf(req.Context()), nil)
+	if err != nil {
 		return nil, err
 	}
-	resp, err := t.next.RoundTrip(req)
-	if err == nil {
-		t.b.Observe(resp.StatusCode, resp.Header)
+	if len(t.b.tokens) > 0 {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+t.b.tokens[u])
 	}
-	return resp, err
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	t.b.Observe(u, resp.StatusCode, resp.Header, client.LimitScope(resp))
+	return resp, nil
 }

@@ -54,6 +54,11 @@ func (e *RequestError) Error() string { return e.Msg }
 // here (its runs told "waiting for API budget") instead of pushing the org
 // into 429s.
 func (s *Service) creator(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-s.ready:
+	}
 	for {
 		r := s.pending.pop()
 		if r == nil {
@@ -69,8 +74,8 @@ func (s *Service) creator(ctx context.Context) {
 }
 
 func (s *Service) create(ctx context.Context, r *Run) {
-	if _, _, _, _, why, done := r.snapshot(); done || why != "" {
-		return
+	if build, _, _, _, why, done := r.snapshot(); done || why != "" || build != 0 {
+		return // ended, canceled, or its build found by the startup scan
 	}
 	if d := s.cfg.Budget.Ready(Create); d > 0 {
 		s.sayBudget(r)

@@ -2,6 +2,8 @@ package serve
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -45,6 +47,47 @@ func TestResultFromMetaData(t *testing.T) {
 	r.await("m2", 10*time.Second)
 	if n := r.fake.CountRequests("", "/artifacts"); n != 2 { // the list and the download
 		t.Errorf("%d artifact requests for a build without meta-data result, want 2", n)
+	}
+}
+
+// TestRetriedResultNeverStale: meta-data is per build and last write wins
+// (build_meta_data.md), so after a noise retry (exit 75) it may hold the
+// first attempt's result. The service uses it only when it is stamped with
+// the latest eval job; else it reads that job's artifact, as kbgen submit
+// does, and the two report the same outcome. Issue 18's case: the retry's
+// agent is lost, and the stale first result must not be reported.
+func TestRetriedResultNeverStale(t *testing.T) {
+	stale := strings.Replace(fakebuildkite.DefaultResult, `"hostname": "gpu-node-3"`, `"hostname": "stale-first-attempt"`, 1)
+	tests := []struct {
+		name      string
+		lost      bool
+		status    string
+		want      string // in the result's error, or its hostname
+		artifacts int    // artifact requests the service makes
+	}{
+		{"retry lost", true, StatusRunnerFailed, "the eval job failed (exit status -1) without uploading result.json", 1},
+		{"retry passes", false, StatusObtained, "gpu-node-3", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := fastScript
+			sc.Finish = 900 * time.Millisecond
+			sc.ResultInMetaData, sc.RetryExit, sc.FirstResult, sc.RetryLost = true, 75, []byte(stale), tt.lost
+			r := newRig(t, rigOpts{script: sc})
+			r.submit("n1")
+			st := r.await("n1", 10*time.Second)
+			got := st.Result.Error + st.Result.System.Hostname
+			if st.Status != tt.status || !strings.Contains(got, tt.want) || strings.Contains(got, "stale") {
+				t.Fatalf("service: %s %q, want %s %q", st.Status, got, tt.status, tt.want)
+			}
+			if n := r.fake.CountRequests("", "/artifacts"); n != tt.artifacts {
+				t.Errorf("%d artifact requests, want %d", n, tt.artifacts)
+			}
+			direct := r.svc.cfg.Client.Fetch(context.Background(), st.Build)
+			if statusNames[direct.Status] != st.Status || direct.Result.Error != st.Result.Error || direct.Result.System != st.Result.System {
+				t.Errorf("kbgen submit would report %s %q, the service %s %q", statusNames[direct.Status], direct.Result.Error, st.Status, st.Result.Error)
+			}
+		})
 	}
 }
 
@@ -217,5 +260,82 @@ func TestBudgetKeepsUnderOrgLimit(t *testing.T) {
 	}
 	if n := r.fake.MaxRequestsIn(time.Minute); n > 20 {
 		t.Errorf("%d requests in one minute, budget 20", n)
+	}
+}
+
+// TestBudgetKeepsUnderUserLimit: Buildkite's per-user limit
+// (rate_limits.md) on top of the org's: three tokens of three users, each
+// allowed 10 requests a minute by the stand-in; the service spreads its
+// requests over them and none sees a 429, of either scope.
+func TestBudgetKeepsUnderUserLimit(t *testing.T) {
+	sc := fastScript
+	sc.ResultInMetaData = true
+	fake := fakebuildkite.New(nil)
+	t.Cleanup(fake.Close)
+	fake.SetScript(sc)
+	tokens := []string{fake.Token, "bkua_second", "bkua_third"}
+	fake.AddToken(tokens[1], "second")
+	fake.AddToken(tokens[2], "third")
+	fake.SetRateLimit(25)
+	fake.SetUserRateLimit(10)
+	r := newRig(t, rigOpts{fake: fake, budget: 24, perUser: 8, tokens: tokens, pollEvery: 200 * time.Millisecond})
+	for i := range 8 {
+		r.submit(fmt.Sprintf("u%d", i))
+	}
+	for i := range 8 {
+		if st := r.await(fmt.Sprintf("u%d", i), 30*time.Second); st.Status != StatusObtained {
+			t.Fatalf("u%d: %+v", i, st)
+		}
+	}
+	if n, u := r.fake.RateLimitedIn(fakebuildkite.ScopeOrg), r.fake.RateLimitedIn(fakebuildkite.ScopeUser); n+u != 0 {
+		t.Errorf("429 answers: %d org, %d user", n, u)
+	}
+	per := map[string]int{}
+	for _, q := range r.fake.Requests() {
+		if q.Server == "api" {
+			per[strings.TrimPrefix(q.Header.Get("Authorization"), "Bearer ")]++
+		}
+	}
+	for _, tok := range tokens {
+		if per[tok] == 0 || per[tok] > 10 {
+			t.Errorf("token %s… made %d requests (want 1 to 10): %v", tok[:6], per[tok], per)
+		}
+	}
+}
+
+// TestStartWhileBuildkiteDown: Buildkite unreachable at start (issue 18:
+// kbgen serve exited 4 after 1.2 s). The service serves all the same, says
+// so on its health endpoint (503, ok false), accepts runs and holds their
+// creates until the startup scan succeeds; a run id whose build already
+// exists then attaches to it, and a new one gets its build.
+func TestStartWhileBuildkiteDown(t *testing.T) {
+	fake := fakebuildkite.New(nil)
+	t.Cleanup(fake.Close)
+	fake.SetScript(fastScript)
+	fake.SeedWithMetaData(map[string]string{"run_id": "old", "queue": "nvidia-h100", MetaDataService: "kbgen"}, fastScript, 0)
+	// The rig's client tries 3 times: the first two scans fail.
+	fake.AddFault(fakebuildkite.Fault{Method: "GET", Path: "/builds?", Status: 503, Times: 6})
+	r := newRig(t, rigOpts{fake: fake})
+	resp, body := r.do("GET", "/", nil, "")
+	var h Health
+	_ = json.Unmarshal(body, &h)
+	if resp.StatusCode != http.StatusServiceUnavailable || h.OK || !strings.Contains(h.Buildkite, "Buildkite unreachable since") {
+		t.Fatalf("health while down: %d %s", resp.StatusCode, body)
+	}
+	r.submit("old")
+	r.submit("new")
+	for _, id := range []string{"old", "new"} {
+		if st := r.await(id, 20*time.Second); st.Status != StatusObtained {
+			t.Fatalf("%s: %+v", id, st)
+		}
+	}
+	if n := fake.CountRequests("POST", "/builds"); n != 1 {
+		t.Errorf("%d builds created, want 1 (run old has its build)", n)
+	}
+	if resp, body := r.do("GET", "/", nil, ""); resp.StatusCode != 200 || !strings.Contains(string(body), `"buildkite":"ok"`) {
+		t.Errorf("health after: %d %s", resp.StatusCode, body)
+	}
+	if !strings.Contains(r.log.String(), "Buildkite reachable again") {
+		t.Errorf("log:\n%s", r.log.String())
 	}
 }

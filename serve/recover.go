@@ -30,7 +30,7 @@ func (s *Service) recover(ctx context.Context) error {
 		s.logf("startup: more than %d builds in flight; the oldest are not resumed", recoverPages*100)
 	}
 	finished, _, err := s.cfg.Client.FilterBuilds(ctx, client.ListFilter{
-		MetaData: meta, FinishedFrom: s.cfg.Now().Add(-s.cfg.RecoverWindow), ExcludeJobs: true, MaxPages: recoverPages,
+		MetaData: meta, FinishedFrom: s.cfg.Now().Add(-s.cfg.RecoverWindow), MaxPages: recoverPages, // with jobs, for resolve
 	})
 	if err != nil {
 		return err
@@ -49,11 +49,24 @@ func (s *Service) recover(ctx context.Context) error {
 	return nil
 }
 
-// adopt turns a build found on Buildkite into a run.
+// adopt turns a build found on Buildkite into a run. A run of that id
+// submitted while Buildkite was unreachable at start, and still waiting
+// for its create, gets this build instead.
 func (s *Service) adopt(b *client.Build) bool {
 	id := b.MetaData[contract.MetaDataRunID]
 	if id == "" || s.runs.byNumber(b.Number) != nil {
 		return false
+	}
+	if old := s.runs.get(id); old != nil {
+		if build, _, _, _, _, done := old.snapshot(); build != 0 || done {
+			return false
+		}
+		old.setBuild(b, s.cfg.Now())
+		s.runs.linkBuild(old, b.Number)
+		if b.Finished() {
+			s.resolve(old, b)
+		}
+		return true
 	}
 	start := b.CreatedAt
 	if start.IsZero() {

@@ -10,25 +10,53 @@ import (
 )
 
 // resolve ends a run whose build finished. The result usually rides on the
-// build (meta-data kbgen_result, set by the runner): no request at all.
-// Otherwise a fetcher reads the result.json artifact.
+// build (meta-data kbgen_result, set by the runner): no request at all,
+// when it is the latest eval job's. Otherwise a fetcher reads that job's
+// result.json artifact, as kbgen submit does, so the two always agree.
 func (s *Service) resolve(r *Run, b *client.Build) {
-	if v := b.MetaData[payload.ResultMetaDataKey]; v != "" {
-		if data, err := payload.DecodeResultMetaData(v); err == nil {
-			if res, err := client.ParseResult(data); err == nil {
-				s.complete(r, res)
-				return
-			}
-		}
-		s.logf("run %s: build %d carries an unreadable result meta-data; reading the artifact", r.ID, b.Number)
+	if res := s.fromMetaData(r, b); res != nil {
+		s.complete(r, res)
+		return
 	}
 	r.mu.Lock()
 	busy := r.fetching || r.done
 	r.fetching = true
+	r.final = b
 	r.mu.Unlock()
 	if !busy {
 		s.fetchq <- r
 	}
+}
+
+// fromMetaData is the build's result meta-data when it is readable and
+// stamped with the build's latest eval job (b must carry its jobs): meta-
+// data is per build and last write wins, so after a retry it may be an
+// earlier attempt's result (payload/resultmeta.go).
+func (s *Service) fromMetaData(r *Run, b *client.Build) *payload.FullResult {
+	v := b.MetaData[payload.ResultMetaDataKey]
+	if v == "" {
+		return nil
+	}
+	job, data, err := payload.DecodeResultMetaData(v)
+	if err != nil {
+		s.logf("run %s: build %d carries an unreadable result meta-data; reading the artifact", r.ID, b.Number)
+		return nil
+	}
+	eval := b.EvalJob()
+	if eval == nil || job == "" || job != eval.ID {
+		latest := "none"
+		if eval != nil {
+			latest = eval.ID
+		}
+		s.logf("run %s: build %d's result meta-data is from job %q, not its latest eval job (%s); reading that job's artifact", r.ID, b.Number, job, latest)
+		return nil
+	}
+	res, err := client.ParseResult(data)
+	if err != nil {
+		s.logf("run %s: build %d carries an unreadable result meta-data; reading the artifact", r.ID, b.Number)
+		return nil
+	}
+	return res
 }
 
 func (s *Service) complete(r *Run, res *payload.FullResult) {
@@ -59,10 +87,13 @@ const fetchAttempts = 4
 
 func (s *Service) fetch(ctx context.Context, r *Run) {
 	number, _, _, _, _, _ := r.snapshot()
+	r.mu.Lock()
+	b := r.final
+	r.mu.Unlock()
 	var err error
 	for attempt := 1; attempt <= fetchAttempts; attempt++ {
 		var res *payload.FullResult
-		if res, err = s.fetchOnce(WithClass(ctx, Urgent), number); err == nil {
+		if res, err = s.fetchOnce(WithClass(ctx, Urgent), number, b); err == nil {
 			s.complete(r, res)
 			return
 		}
@@ -77,27 +108,17 @@ func (s *Service) fetch(ctx context.Context, r *Run) {
 	r.finish(client.Infra, payload.Failed(payload.SystemInfo{}, fmt.Errorf("build %d finished, but its result could not be fetched: %v; `kbgen result %d` tries again", number, err, number)), s.cfg.Now())
 }
 
-// fetchOnce finds result.json among the build's artifacts (one request)
-// and downloads it (one request, then storage without the token). When
-// there is none, the build with its jobs says why.
-func (s *Service) fetchOnce(ctx context.Context, number int) (*payload.FullResult, error) {
+// fetchOnce reads the result as kbgen submit does (client.Result: the
+// latest eval job's result.json artifact, or why there is none), from the
+// finished build as the watcher saw it with its jobs (else one request
+// gets it), so the service and submit always agree.
+func (s *Service) fetchOnce(ctx context.Context, number int, b *client.Build) (*payload.FullResult, error) {
 	c := s.cfg.Client
-	as, err := c.ListArtifacts(ctx, number, "")
-	if err != nil {
-		return nil, err
-	}
-	if art := client.FindResult(as); art != nil {
-		data, err := c.Download(ctx, art, client.MaxResultBytes)
-		if err != nil {
+	if b == nil || len(b.Jobs) == 0 || !b.Finished() {
+		var err error
+		if b, err = c.GetBuild(ctx, number); err != nil {
 			return nil, err
 		}
-		if res, perr := client.ParseResult(data); perr == nil {
-			return res, nil
-		}
-	}
-	b, err := c.GetBuild(ctx, number)
-	if err != nil {
-		return nil, err
 	}
 	return c.Result(ctx, b)
 }

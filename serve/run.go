@@ -22,11 +22,12 @@ type Run struct {
 	build      int
 	url        string
 	buildState string
-	jobState   string    // the eval job's, when a list answer carried jobs
-	created    time.Time // the build's created_at, Buildkite's clock
-	canceled   string    // why the run is being canceled, once asked
-	budgetSaid bool      // "waiting for API budget" told since the last event
-	fetching   bool      // a result fetch is under way
+	jobState   string        // the eval job's, when a list answer carried jobs
+	created    time.Time     // the build's created_at, Buildkite's clock
+	canceled   string        // why the run is being canceled, once asked
+	budgetSaid bool          // "waiting for API budget" told since the last event
+	fetching   bool          // a result fetch is under way
+	final      *client.Build // the finished build as the watcher saw it, for the fetch
 	done       bool
 	doneAt     time.Time
 	status     client.Status

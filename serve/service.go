@@ -83,6 +83,19 @@ type Service struct {
 	// webhookSlots bounds webhook bodies read at once (HTTPServer sets
 	// it; nil: no bound).
 	webhookSlots chan struct{}
+	// ready is closed once the startup scan has found the service's
+	// builds: no create goes out before, so a re-submitted run id
+	// attaches to its build instead of making a second.
+	ready  chan struct{}
+	downMu sync.Mutex
+	down   *outage // Buildkite unreachable at start; nil once found
+}
+
+// outage is why the startup scan has not succeeded yet.
+type outage struct {
+	since time.Time
+	tries int
+	err   string
 }
 
 // New checks cfg and returns a service; Start runs it.
@@ -115,24 +128,30 @@ func New(cfg Config) (*Service, error) {
 		// About two thirds of the budget at most for polls while no create
 		// waits (one list request a poll, one more every progressEvery);
 		// the watcher halves its pace while creates queue.
-		cfg.PollEvery = max(time.Duration(float64(time.Minute)/(0.66*float64(cfg.Budget.PerMinute))), 500*time.Millisecond)
+		cfg.PollEvery = max(time.Duration(float64(time.Minute)/(0.66*float64(cfg.Budget.Effective()))), 500*time.Millisecond)
 		if cfg.WebhookSecret != "" || cfg.WebhookToken != "" {
 			cfg.PollEvery = max(cfg.PollEvery, SafetyPoll)
 			// Webhooks do the detecting: the safety poll needs a fifth of
 			// the budget at most, creates may have the rest.
-			cfg.Budget.PollShare = min(cfg.Budget.PollShare, cfg.Budget.PerMinute/5)
+			cfg.Budget.PollShare = min(cfg.Budget.PollShare, cfg.Budget.Effective()/5)
 		}
 	}
-	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16)}, nil
+	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{})}, nil
 }
 
 // Start finds the service's builds on Buildkite (a restart resumes them),
 // then starts the creator, the watcher and the result fetchers. They stop
-// when ctx is done.
+// when ctx is done. Buildkite unreachable does not stop it: the scan is
+// retried in the background (Health says so), runs are accepted and
+// queued, and their creates wait for the scan.
 func (s *Service) Start(ctx context.Context) error {
 	s.ctx = ctx
 	if err := s.recover(ctx); err != nil {
-		return fmt.Errorf("finding this service's builds on Buildkite: %w", err)
+		s.setDown(err)
+		s.logf("Buildkite unreachable at start (%v): serving, and looking for this service's builds again every few seconds; no build is created before", err)
+		go s.recoverLoop(ctx)
+	} else {
+		close(s.ready)
 	}
 	go s.creator(ctx)
 	go s.watch(ctx)
@@ -140,6 +159,53 @@ func (s *Service) Start(ctx context.Context) error {
 		go s.fetcher(ctx)
 	}
 	return nil
+}
+
+// recoverRetry bounds the wait between two startup scans.
+const recoverRetry = 30 * time.Second
+
+// recoverLoop repeats the startup scan until it succeeds.
+func (s *Service) recoverLoop(ctx context.Context) {
+	wait := time.Second
+	for {
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+		err := s.recover(ctx)
+		if err == nil {
+			s.downMu.Lock()
+			d := s.down
+			s.down = nil
+			s.downMu.Unlock()
+			s.logf("Buildkite reachable again after %s: this service's builds are found; creates start", s.cfg.Now().Sub(d.since).Round(time.Second))
+			close(s.ready)
+			s.wake()
+			return
+		}
+		s.setDown(err)
+		wait = min(2*wait, recoverRetry)
+	}
+}
+
+func (s *Service) setDown(err error) {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	if s.down == nil {
+		s.down = &outage{since: s.cfg.Now()}
+	}
+	s.down.tries++
+	s.down.err = err.Error()
+}
+
+// Down says why the service cannot reach Buildkite since its start, or
+// "" once it has.
+func (s *Service) Down() string {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	if s.down == nil {
+		return ""
+	}
+	return fmt.Sprintf("Buildkite unreachable since %s (%d tries): %s; retrying, runs are queued", s.down.since.UTC().Format(time.RFC3339), s.down.tries, s.down.err)
 }
 
 // PollEvery is the watcher's interval.

@@ -34,6 +34,8 @@ type rig struct {
 
 type rigOpts struct {
 	budget    int
+	perUser   int      // 0: budget
+	tokens    []string // rotated; each must be a token of the stand-in
 	pollEvery time.Duration
 	secret    string
 	script    fakebuildkite.Script
@@ -63,6 +65,9 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	}
 	log := &syncbuf.Buffer{}
 	budget := NewBudget(o.budget)
+	if o.perUser > 0 || len(o.tokens) > 0 {
+		budget = NewUserBudget(o.budget, max(o.perUser, o.budget), o.tokens)
+	}
 	c, err := client.New(client.Options{APIURL: fake.URL(), Org: fake.Org, Pipeline: fake.Pipeline, Token: fake.Token,
 		Debug: log, WrapAPI: budget.Transport, Retry: client.Retry{Attempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond, MaxRateLimitWait: 5 * time.Second}})
 	if err != nil {
@@ -239,7 +244,7 @@ func TestEventsStream(t *testing.T) {
 		}
 	}
 	got := strings.Join(kinds, " ")
-	if !strings.HasPrefix(got, "created:") || !strings.HasSuffix(got, "state:passed done:passed") {
+	if !strings.HasPrefix(got, "created:") || !strings.HasSuffix(got, "state:passed job:passed done:passed") {
 		t.Errorf("events %s", got)
 	}
 	// Replay from an offset.

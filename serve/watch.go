@@ -66,10 +66,15 @@ func (s *Service) watch(ctx context.Context) {
 	}
 }
 
-// interval is the time to the next poll: PollEvery, doubled while creates
-// queue for the budget (so they get through faster).
+// interval is the time to the next poll: PollEvery, or while creates
+// queue for the budget, the pace that keeps polls within their share
+// (PollShare a Window), so creates get all of theirs and the budget is
+// used whole, and detection slows no more than that needs.
 func (s *Service) interval() time.Duration {
 	if len(s.pending.list()) > 0 {
+		if share := s.cfg.Budget.PollShare; share > 0 {
+			return max(s.cfg.PollEvery, Window/time.Duration(share))
+		}
 		return 2 * s.cfg.PollEvery
 	}
 	return s.cfg.PollEvery
@@ -116,7 +121,9 @@ func (s *Service) pollOnce(ctx context.Context) {
 	}
 	pctx := WithClass(ctx, Poll)
 	meta := map[string]string{MetaDataService: s.cfg.Name}
-	done, _, err := s.cfg.Client.FilterBuilds(pctx, client.ListFilter{MetaData: meta, FinishedFrom: p.cursor, ExcludeJobs: true, MaxPages: 10})
+	// With jobs: the result meta-data counts only when stamped with the
+	// latest eval job (resolve).
+	done, _, err := s.cfg.Client.FilterBuilds(pctx, client.ListFilter{MetaData: meta, FinishedFrom: p.cursor, MaxPages: 10})
 	if err != nil {
 		s.logf("poll: %v (next poll in %s)", err, s.cfg.PollEvery)
 		return

@@ -22,7 +22,7 @@ type BuildkiteFlags struct {
 	Org       string `placeholder:"SLUG" help:"Buildkite organization slug (default: $BUILDKITE_ORG), e.g. gpu-mode."`
 	Pipeline  string `placeholder:"SLUG" help:"Pipeline whose bootstrap step runs kbgen generate (default: $BUILDKITE_PIPELINE), e.g. kernelbot."`
 	APIURL    string `name:"api-url" placeholder:"URL" help:"Buildkite REST API base URL (default: $BUILDKITE_API_URL, else https://api.buildkite.com/)."`
-	TokenFile string `name:"token-file" placeholder:"FILE" help:"Read the API token from FILE instead of $BUILDKITE_API_TOKEN (needs read_builds, write_builds, read_artifacts, read_agents)."`
+	TokenFile string `name:"token-file" placeholder:"FILE" help:"Read the API token from FILE instead of $BUILDKITE_API_TOKEN (needs read_builds, write_builds, read_artifacts, read_agents). kbgen serve takes several, one a line, each of a different Buildkite user, and spreads its requests over their per-user limits; other commands use the first."`
 	Debug     bool   `help:"Log every API request, retry and wait to stderr (the token is never logged)."`
 }
 
@@ -37,22 +37,23 @@ func (f *BuildkiteFlags) newClient(g *Globals, needPipeline bool) (*client.Clien
 // newClientWith is newClient with a last say on the options (kbgen serve
 // adds its budget and retry policy).
 func (f *BuildkiteFlags) newClientWith(g *Globals, needPipeline bool, adjust func(*client.Options)) (*client.Client, error) {
-	token := strings.TrimSpace(g.Getenv(contract.EnvAPIToken))
+	tokens := strings.Fields(g.Getenv(contract.EnvAPIToken))
 	if f.TokenFile != "" {
 		b, err := os.ReadFile(f.TokenFile)
 		if err != nil {
 			return nil, withCode(exitcode.Usage, fmt.Errorf("reading --token-file: %w", err))
 		}
-		token = strings.TrimSpace(string(b))
+		tokens = tokenLines(string(b))
 	}
-	if token == "" {
+	if len(tokens) == 0 {
 		return nil, withCode(exitcode.Usage, errors.New("no Buildkite API token: set BUILDKITE_API_TOKEN or pass --token-file"))
 	}
 	opts := client.Options{
 		APIURL:   firstNonEmpty(f.APIURL, g.Getenv(contract.EnvAPIURL)),
 		Org:      firstNonEmpty(f.Org, g.Getenv(contract.EnvOrg)),
 		Pipeline: firstNonEmpty(f.Pipeline, g.Getenv(contract.EnvPipeline)),
-		Token:    token,
+		Token:      tokens[0],
+		MoreTokens: tokens[1:],
 	}
 	if opts.Org == "" {
 		return nil, withCode(exitcode.Usage, errors.New("no Buildkite organization: pass --org or set BUILDKITE_ORG"))
@@ -74,6 +75,18 @@ func (f *BuildkiteFlags) newClientWith(g *Globals, needPipeline bool, adjust fun
 		return nil, withCode(exitcode.Usage, err)
 	}
 	return c, nil
+}
+
+// tokenLines reads a token file: one token a line, blank lines and
+// #-comments skipped.
+func tokenLines(s string) []string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func firstNonEmpty(s ...string) string {

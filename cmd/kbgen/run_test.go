@@ -87,7 +87,7 @@ func TestRunUploadsAndAnnotates(t *testing.T) {
 	dir := t.TempDir()
 	logs := fakeAgent(t, "none")
 	out := filepath.Join(dir, "out", "result.json")
-	r := runKbgen(t, nil, "", "run", "--payload-file", exampleJobFile(t, dir, "identity", "submission", payload.ModeTest),
+	r := runKbgen(t, map[string]string{"BUILDKITE_JOB_ID": "0190-job-7"}, "", "run", "--payload-file", exampleJobFile(t, dir, "identity", "submission", payload.ModeTest),
 		"--system", systemFile(t, dir), "--out", out)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -109,9 +109,9 @@ func TestRunUploadsAndAnnotates(t *testing.T) {
 	// The result rides on the build as meta-data for kbgen serve.
 	argv2, _ := os.ReadFile(filepath.Join(logs, "2.argv"))
 	enc, _ := os.ReadFile(filepath.Join(logs, "2.stdin"))
-	got, err := payload.DecodeResultMetaData(string(enc))
-	if string(argv2) != "meta-data\nset\n"+payload.ResultMetaDataKey+"\n" || err != nil || string(got) != string(b) {
-		t.Errorf("meta-data argv %q: value decodes to %q (%v), want result.json", argv2, got, err)
+	job, got, err := payload.DecodeResultMetaData(string(enc))
+	if string(argv2) != "meta-data\nset\n"+payload.ResultMetaDataKey+"\n" || err != nil || string(got) != string(b) || job != "0190-job-7" {
+		t.Errorf("meta-data argv %q: value decodes to job %q, %q (%v), want this job's result.json", argv2, job, got, err)
 	}
 }
 

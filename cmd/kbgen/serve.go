@@ -18,7 +18,8 @@ import (
 // ServeCmd runs the service the Kernelbot backend talks to.
 type ServeCmd struct {
 	Listen         string        `required:"" placeholder:"ADDR" help:"Where to listen: 127.0.0.1:PORT (a loopback address; port 0 picks one) or unix:/path/to/socket (mode 0600)."`
-	APIBudget      int           `name:"api-budget" default:"100" help:"Most Buildkite REST requests per minute kbgen serve makes (the organization's limit is 200, shared with everyone in it)."`
+	APIBudget      int           `name:"api-budget" default:"100" help:"Most Buildkite REST requests per minute kbgen serve makes with all its tokens together (a new organization's limit is 200, shared with everyone in it)."`
+	UserBudget     int           `name:"user-budget" default:"45" help:"Most requests per minute with each token (Buildkite limits each user to 50 a minute by default); several tokens of different users (--token-file, one a line) add up, to --api-budget at most."`
 	Name           string        `default:"kbgen" help:"Tags this service's builds (meta-data kbgen_service=NAME); a restarted service resumes the builds of its name."`
 	PollInterval   time.Duration `name:"poll-interval" help:"Interval of the one watcher (default: derived from --api-budget; 5s when a webhook secret or token is set)."`
 	RecoverWindow  time.Duration `name:"recover-window" default:"1h" help:"On start, finished builds this recent are found again (running ones at any age)."`
@@ -43,8 +44,13 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	budget := serve.NewBudget(c.APIBudget)
+	var budget *serve.Budget
 	bk, err := c.newClientWith(g, true, func(o *client.Options) {
+		var rotate []string
+		if len(o.MoreTokens) > 0 {
+			rotate = append([]string{o.Token}, o.MoreTokens...)
+		}
+		budget = serve.NewUserBudget(c.APIBudget, c.UserBudget, rotate)
 		o.WrapAPI = budget.Transport
 		// The watcher polls again soon: a failed poll is not worth
 		// half a minute of retries.
@@ -75,7 +81,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if network == "unix" {
 		where = "unix:" + addr
 	}
-	fmt.Fprintf(g.Stderr, "kbgen serve: listening on %s (API budget %d/min, poll every %s)\n", where, c.APIBudget, svc.PollEvery().Round(time.Millisecond))
+	fmt.Fprintf(g.Stderr, "kbgen serve: listening on %s (API budget %d/min: %d token(s) × %d/min, poll every %s)\n", where, budget.Effective(), budget.Users(), budget.PerUser, svc.PollEvery().Round(time.Millisecond))
 	if err := svc.Serve(ctx, ln, serverToken, serve.DefaultLimits); err != nil {
 		return withCode(exitcode.Infra, err)
 	}

@@ -133,6 +133,10 @@ func TestSubmitCLIOutcomes(t *testing.T) {
 			stdout: failLine("getting build 1: GET /v2/organizations/gpu-mode/pipelines/kernelbot/builds/1: 503 Service Unavailable: Service Unavailable; the build may still be running: `kbgen wait 1` re-attaches")},
 		{name: "timeout", script: with(func(s *fakebuildkite.Script) { s.Never = true }), args: []string{"--timeout", "45s"}, code: 5,
 			stdout: failLine("timed out after 45s waiting for build 1 (state running); the build was canceled")},
+		// Buildkite refusing every create: exit 5 at the --timeout, not 4
+		// after the create's 137 s of retries (issue 18).
+		{name: "timeout while the create fails", script: q, faults: []fakebuildkite.Fault{{Path: "/builds", Status: 503, Times: 1000}}, args: []string{"--timeout", "20s"}, code: 5,
+			stdout: failLine("timed out after 20s before run r1 was created (creating build: POST /v2/organizations/gpu-mode/pipelines/kernelbot/builds: 503 Service Unavailable: Service Unavailable); whether a build was made is unknown (looking up run r1: GET /v2/organizations/gpu-mode/pipelines/kernelbot/builds: server error 503 (stopped retrying: timed out)): look for meta-data run_id=r1")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

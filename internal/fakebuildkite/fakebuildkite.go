@@ -41,6 +41,16 @@ type Script struct {
 	// ResultInMetaData: the runner also set result.json as build
 	// meta-data (payload.ResultMetaDataKey) when it uploaded it.
 	ResultInMetaData bool
+	// RetryExit, when not 0, ends the eval job's first attempt halfway
+	// between EvalStart and Finish with that exit status (75: the
+	// machine's fault) after it uploaded FirstResult (artifact, and
+	// meta-data with ResultInMetaData); the step's retry rule makes a new
+	// job that starts at once and is the one Finish ends.
+	RetryExit   int
+	FirstResult []byte
+	// RetryLost: the retry's agent is lost; the job ends at Finish with
+	// exit -1 and uploads nothing.
+	RetryLost bool
 }
 
 // DefaultResult is the result.json of a build whose script names none.
@@ -60,8 +70,12 @@ type Fault struct {
 	Status         int
 	RetryAfter     string
 	RateLimitReset string
-	Reset          bool
-	Delay          time.Duration
+	// UserRateLimitReset and Scope make a 429 as the per-user limit sends
+	// it (RateLimit-User-Reset, a body naming the scope).
+	UserRateLimitReset string
+	Scope              string
+	Reset              bool
+	Delay              time.Duration
 }
 
 // AgentSpec is a connected agent.
@@ -100,6 +114,7 @@ type Server struct {
 	requests []Request
 	agents   []AgentSpec
 	limit    rateLimit
+	tokens   map[string]string // API token → its user (AddToken)
 	hook     *webhooks
 	live     *live // set by NewLive: builds run on real agents
 }
@@ -121,13 +136,18 @@ type createBody struct {
 	MetaData map[string]string `json:"meta_data"`
 }
 
+// DefaultUser owns Token.
+const DefaultUser = "kbgen"
+
 // New starts both servers. now is the clock build states follow (nil:
 // time.Now); tests pass a virtual clock the client also sleeps on.
 func New(now func() time.Time) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Server{Org: "gpu-mode", Pipeline: "kernelbot", Token: "bkua_s3cr3t-t0ken-value", now: now, builds: map[int]*build{}, next: 1, script: QuickScript}
+	s := &Server{Org: "gpu-mode", Pipeline: "kernelbot", Token: "bkua_s3cr3t-t0ken-value", now: now, builds: map[int]*build{}, next: 1, script: QuickScript,
+		tokens: map[string]string{}, limit: rateLimit{rejected: map[string]int{}}}
+	s.tokens[s.Token] = DefaultUser
 	s.API = httptest.NewServer(http.HandlerFunc(s.serveAPI))
 	s.Storage = httptest.NewServer(http.HandlerFunc(s.serveStorage))
 	return s
@@ -261,7 +281,7 @@ func (s *Server) fault(r *http.Request) *Fault {
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	s.record("api", r)
-	if s.limited(w) {
+	if s.limited(w, r) {
 		return
 	}
 	if f := s.fault(r); f != nil {
@@ -283,7 +303,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			if f.RateLimitReset != "" {
 				w.Header().Set("RateLimit-Reset", f.RateLimitReset)
 			}
-			writeJSON(w, f.Status, map[string]string{"message": http.StatusText(f.Status)})
+			if f.UserRateLimitReset != "" {
+				w.Header().Set("RateLimit-User-Reset", f.UserRateLimitReset)
+			}
+			body := map[string]string{"message": http.StatusText(f.Status)}
+			if f.Scope != "" {
+				body["scope"] = f.Scope
+			}
+			writeJSON(w, f.Status, body)
 			return
 		case f.Delay > 0:
 			select {
@@ -293,7 +320,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if r.Header.Get("Authorization") != "Bearer "+s.Token {
+	s.mu.Lock()
+	_, known := s.tokens[bearer(r)]
+	s.mu.Unlock()
+	if !known {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Authentication required. Please supply a valid API Access Token."})
 		return
 	}
@@ -337,7 +367,7 @@ func (s *Server) serveBuilds(w http.ResponseWriter, r *http.Request, parts []str
 	now := s.now()
 	switch {
 	case len(parts) == 1 && r.Method == http.MethodGet:
-		writeJSON(w, http.StatusOK, s.buildJSON(b, now))
+		writeJSON(w, http.StatusOK, restBuild(s.buildJSON(b, now), r))
 	case b.live != nil && len(parts) == 6 && parts[1] == "jobs" && parts[3] == "artifacts" && parts[5] == "download":
 		http.Redirect(w, r, s.liveDownloadURL(parts[4]), http.StatusFound)
 	case len(parts) == 2 && parts[1] == "cancel" && r.Method == http.MethodPut:
@@ -436,6 +466,10 @@ func (s *Server) serveStorage(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if id == firstArtifactID(b) && b.script.FirstResult != nil {
+		_, _ = w.Write(b.script.FirstResult)
+		return
+	}
 	for i, a := range artifactsOf(b) {
 		if artifactID(b, i) == id {
 			w.Header().Set("Content-Type", "application/octet-stream")
@@ -444,6 +478,30 @@ func (s *Server) serveStorage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.NotFound(w, r)
+}
+
+// restBuild shapes a build's JSON as the REST API answers r
+// (pages/apis/rest_api/builds.md): without include_retried_jobs=true only
+// the most recent job of each step is listed; exclude_jobs=true drops the
+// jobs, exclude_pipeline=true the expanded pipeline (the stand-in has none
+// to drop). There is no parameter to leave out env.
+func restBuild(bj map[string]any, r *http.Request) map[string]any {
+	q := r.URL.Query()
+	if q.Get("exclude_jobs") == "true" {
+		delete(bj, "jobs")
+		return bj
+	}
+	if jobs, ok := bj["jobs"].([]any); ok && q.Get("include_retried_jobs") != "true" {
+		kept := []any{}
+		for _, j := range jobs {
+			if m, ok := j.(map[string]any); ok && m["retried"] == true {
+				continue
+			}
+			kept = append(kept, j)
+		}
+		bj["jobs"] = kept
+	}
+	return bj
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

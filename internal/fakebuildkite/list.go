@@ -101,11 +101,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	from := (lq.page - 1) * lq.perPage
 	out := []any{}
 	for i := from; i < len(matched) && i < from+lq.perPage; i++ {
-		bj := s.buildJSON(matched[i], now)
-		if lq.excludeJobs {
-			delete(bj, "jobs")
-		}
-		out = append(out, bj)
+		out = append(out, restBuild(s.buildJSON(matched[i], now), r))
 	}
 	if from+lq.perPage < len(matched) {
 		next := *r.URL

@@ -168,6 +168,70 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
+// TestUserRateLimit: the per-user limit as rate_limits.md documents it:
+// both header sets on every answer, a 429 whose body names the scope, the
+// limit, the requests counted and the reset, no Retry-After; another
+// user's token has its own budget, the organization's is shared.
+func TestUserRateLimit(t *testing.T) {
+	s, c := newFake(t)
+	s.SetRateLimit(5)
+	s.SetUserRateLimit(3)
+	s.AddToken("bkua_other", "alice")
+	getAs := func(token string) (*http.Response, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, s.API.URL+"/v2/organizations/"+s.Org+"/pipelines/"+s.Pipeline+"/builds", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if resp.StatusCode == http.StatusTooManyRequests {
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp, body
+	}
+	for i := 1; i <= 3; i++ {
+		resp, _ := getAs(s.Token)
+		h := resp.Header
+		if resp.StatusCode != 200 || h.Get("RateLimit-User-Remaining") != string(rune('0'+3-i)) || h.Get("RateLimit-User-Limit") != "3" ||
+			h.Get("RateLimit-User-Scope") != "rest_user" || h.Get("RateLimit-Scope") != "rest" || h.Get("RateLimit-Remaining") != string(rune('0'+5-i)) {
+			t.Fatalf("request %d: %d %v", i, resp.StatusCode, h)
+		}
+	}
+	c.Add(18 * time.Second)
+	resp, body := getAs(s.Token)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" || resp.Header.Get("RateLimit-User-Reset") != "42" ||
+		resp.Header.Get("RateLimit-User-Warning") == "" || resp.Header.Get("RateLimit-Warning") != "" {
+		t.Fatalf("4th request of one user: %d %v", resp.StatusCode, resp.Header)
+	}
+	if body["scope"] != ScopeUser || body["limit"] != 3.0 || body["current"] != 4.0 || body["reset"] != 42.0 {
+		t.Errorf("429 body = %v", body)
+	}
+	// Another user still has its own 3; the organization has 0 left
+	// after its first (4 counted, 5 allowed).
+	if resp, _ := getAs("bkua_other"); resp.StatusCode != 200 || resp.Header.Get("RateLimit-User-Remaining") != "2" || resp.Header.Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("other user: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, body = getAs("bkua_other")
+	if resp.StatusCode != http.StatusTooManyRequests || body["scope"] != ScopeOrg || resp.Header.Get("RateLimit-Reset") != "42" {
+		t.Fatalf("org exhausted: %d %v %v", resp.StatusCode, body, resp.Header)
+	}
+	if s.RateLimitedIn(ScopeUser) != 1 || s.RateLimitedIn(ScopeOrg) != 1 || s.RateLimited() != 2 {
+		t.Errorf("rejected: user %d org %d", s.RateLimitedIn(ScopeUser), s.RateLimitedIn(ScopeOrg))
+	}
+	c.Add(42 * time.Second) // both windows end
+	if resp, _ := getAs(s.Token); resp.StatusCode != 200 || resp.Header.Get("RateLimit-User-Remaining") != "2" {
+		t.Fatalf("new window: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp, _ := getAs("bkua_unknown"); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("RateLimit-User-Remaining") != "" {
+		t.Fatalf("unknown token: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
 func TestResultInMetaData(t *testing.T) {
 	s, c := newFake(t)
 	sc := QuickScript
@@ -180,9 +244,9 @@ func TestResultInMetaData(t *testing.T) {
 	c.Add(5 * time.Second)
 	_, bs = get(t, s, "?exclude_jobs=true")
 	v, _ := bs[0]["meta_data"].(map[string]any)[payload.ResultMetaDataKey].(string)
-	got, err := payload.DecodeResultMetaData(v)
-	if err != nil || string(got) != DefaultResult {
-		t.Fatalf("build %d result meta-data: %q, %v", n, got, err)
+	job, got, err := payload.DecodeResultMetaData(v)
+	if err != nil || string(got) != DefaultResult || job != jobID(&build{number: n}, true) {
+		t.Fatalf("build %d result meta-data: job %q, %q, %v", n, job, got, err)
 	}
 }
 

@@ -13,6 +13,7 @@ type jobState struct {
 	key, label, state string
 	exit              *int
 	started, finished time.Time
+	retried           bool
 }
 
 // snapshot is a build at one instant, computed from its script.
@@ -23,6 +24,7 @@ type snapshot struct {
 	ended    time.Time
 	boot     jobState
 	eval     *jobState
+	first    *jobState // the eval step's first attempt, once retried
 }
 
 func ip(n int) *int { return &n }
@@ -65,12 +67,25 @@ func (s *Server) stateLocked(b *build, now time.Time) snapshot {
 	if snap.eval != nil && !sc.EvalNeverStarts && reached(sc.EvalStart) {
 		snap.eval.state, snap.eval.started = "running", at(sc.EvalStart)
 	}
+	if mid := (sc.EvalStart + sc.Finish) / 2; snap.eval != nil && sc.RetryExit != 0 && reached(mid) {
+		// The first attempt ended and was retried: the retry is the
+		// step's job from now on (started at once on another agent).
+		first := *snap.eval
+		first.state, first.exit, first.finished, first.retried = "failed", ip(sc.RetryExit), at(mid), true
+		snap.first = &first
+		snap.eval.started = at(mid)
+	}
 	if snap.eval != nil && !sc.Never && reached(sc.Finish) {
 		snap.finished, snap.ended = true, at(sc.Finish)
 		snap.eval.finished = at(sc.Finish)
 		switch {
 		case sc.EvalNeverStarts:
 			snap.eval.state = "expired"
+			snap.build = "failed"
+		case snap.first != nil && sc.RetryLost:
+			// A lost agent's job: exit -1, nothing uploaded (live.go's
+			// sweepLocked ends it the same way).
+			snap.eval.state, snap.eval.exit = "failed", ip(-1)
 			snap.build = "failed"
 		case sc.EvalExit == 0:
 			snap.eval.state, snap.eval.exit = "passed", ip(0)
@@ -108,16 +123,22 @@ func (s *Server) buildJSON(b *build, now time.Time) map[string]any {
 	s.mu.Unlock()
 	base := fmt.Sprintf("%s/v2/organizations/%s/pipelines/%s/builds/%d", s.API.URL, s.Org, s.Pipeline, b.number)
 	jobs := []any{}
-	for _, j := range []*jobState{&snap.boot, snap.eval} {
+	for _, j := range []*jobState{&snap.boot, snap.first, snap.eval} {
 		if j == nil {
 			continue
 		}
 		id := jobID(b, j == snap.eval)
+		if j == snap.first {
+			id = firstJobID(b)
+		}
 		job := map[string]any{
 			"id": id, "type": "script", "name": j.label, "label": j.label, "state": j.state,
 			"exit_status": j.exit, "created_at": tsp(b.created), "started_at": tsp(j.started), "finished_at": tsp(j.finished),
 			"artifacts_url": fmt.Sprintf("%s/jobs/%s/artifacts", base, id), "web_url": fmt.Sprintf("https://buildkite.com/%s/%s/builds/%d#%s", s.Org, s.Pipeline, b.number, id),
-			"retried": false,
+			"retried": j.retried,
+		}
+		if j.retried {
+			job["retried_in_job_id"] = jobID(b, true)
 		}
 		if j.key != "" {
 			job["step_key"] = j.key
@@ -139,6 +160,9 @@ func (s *Server) buildJSON(b *build, now time.Time) map[string]any {
 		"jobs": jobs,
 	}
 }
+
+// firstJobID is the eval step's first attempt, when a script retries it.
+func firstJobID(b *build) string { return fmt.Sprintf("0190-eval1-%d", b.number) }
 
 func jobID(b *build, eval bool) string {
 	if eval {
@@ -168,6 +192,8 @@ func artifactsOf(b *build) []artifact {
 
 func artifactID(b *build, i int) string { return fmt.Sprintf("0190-art-%d-%d", b.number, i) }
 
+func firstArtifactID(b *build) string { return fmt.Sprintf("0190-art1-%d", b.number) }
+
 // artifactsJSON lists the build's artifacts (or one job's): the eval job's
 // exist once it has ended after starting. The bootstrap uploads none.
 func (s *Server) artifactsJSON(b *build, now time.Time, job string) []any {
@@ -178,21 +204,26 @@ func (s *Server) artifactsJSON(b *build, now time.Time, job string) []any {
 	snap := s.stateLocked(b, now)
 	s.mu.Unlock()
 	out := []any{}
+	add := func(jobID, id string, a artifact) {
+		base := fmt.Sprintf("%s/v2/organizations/%s/pipelines/%s/builds/%d/jobs/%s/artifacts", s.API.URL, s.Org, s.Pipeline, b.number, jobID)
+		out = append(out, map[string]any{
+			"id": id, "job_id": jobID, "url": base + "/" + id, "download_url": base + "/" + id + "/download",
+			"state": "finished", "path": a.path, "dirname": ".", "filename": a.path, "mime_type": "application/json",
+			"file_size": len(a.content), "sha1sum": "0",
+		})
+	}
+	if snap.first != nil && b.script.FirstResult != nil && (job == "" || job == firstJobID(b)) {
+		add(firstJobID(b), firstArtifactID(b), artifact{contract.ResultFile, b.script.FirstResult})
+	}
 	evalID := jobID(b, true)
-	if snap.eval == nil || snap.eval.started.IsZero() || snap.eval.finished.IsZero() || snap.eval.state == "canceled" {
+	if snap.eval == nil || snap.eval.started.IsZero() || snap.eval.finished.IsZero() || snap.eval.state == "canceled" || (snap.first != nil && b.script.RetryLost) {
 		return out
 	}
 	if job != "" && job != evalID {
 		return out
 	}
-	base := fmt.Sprintf("%s/v2/organizations/%s/pipelines/%s/builds/%d/jobs/%s/artifacts", s.API.URL, s.Org, s.Pipeline, b.number, evalID)
 	for i, a := range artifactsOf(b) {
-		id := artifactID(b, i)
-		out = append(out, map[string]any{
-			"id": id, "job_id": evalID, "url": base + "/" + id, "download_url": base + "/" + id + "/download",
-			"state": "finished", "path": a.path, "dirname": ".", "filename": a.path, "mime_type": "application/json",
-			"file_size": len(a.content), "sha1sum": "0",
-		})
+		add(evalID, artifactID(b, i), a)
 	}
 	return out
 }

@@ -210,28 +210,35 @@ func boolInt(b bool) int {
 	return 0
 }
 
-var resultMetaOnce sync.Map // build number → encoded result, computed once
+var resultMetaOnce sync.Map // build and job → encoded result, computed once
 
 // metaData is the build's meta-data now: what it was created with, plus
-// the result once the eval job uploaded it when the script says the runner
-// sets it.
+// the result once an eval job uploaded it when the script says the runner
+// sets it, stamped with that job's id. Meta-data is per build and the
+// last write wins (build_meta_data.md): a first attempt's value stays
+// when its retry sets none.
 func (s *Server) metaData(b *build, snap snapshot) map[string]string {
-	if !b.script.ResultInMetaData || snap.eval == nil || snap.eval.started.IsZero() || snap.eval.finished.IsZero() || snap.eval.state == "canceled" {
+	if !b.script.ResultInMetaData {
 		return b.body.MetaData
 	}
-	var res []byte
-	for _, a := range artifactsOf(b) {
-		if a.path == contract.ResultFile {
-			res = a.content
+	job, res := "", []byte(nil)
+	if snap.first != nil && b.script.FirstResult != nil {
+		job, res = firstJobID(b), b.script.FirstResult
+	}
+	if snap.eval != nil && !snap.eval.started.IsZero() && !snap.eval.finished.IsZero() && snap.eval.state != "canceled" && (snap.first == nil || !b.script.RetryLost) {
+		for _, a := range artifactsOf(b) {
+			if a.path == contract.ResultFile {
+				job, res = jobID(b, true), a.content
+			}
 		}
 	}
 	if res == nil {
 		return b.body.MetaData
 	}
-	key := b
+	key := fmt.Sprintf("%p/%s", b, job)
 	v, ok := resultMetaOnce.Load(key)
 	if !ok {
-		enc, fits := payload.EncodeResultMetaData(res)
+		enc, fits := payload.EncodeResultMetaData(job, res)
 		if !fits {
 			enc = ""
 		}

@@ -1,5 +1,6 @@
 // Command servebench measures kbgen serve against the local Buildkite
-// stand-in enforcing the organization's REST limit: many runs at once
+// stand-in enforcing a new organization's documented REST limits (200 a
+// minute for the organization, 50 for each user): many runs at once
 // (detection latency, 429s, requests in any minute), or many builds in
 // flight (the service's memory and CPU between events). It is a script,
 // not a test: docs/performance.md records its numbers with the command.
@@ -8,6 +9,7 @@
 //	go run ./scripts/servebench -runs 40 -build 30s -webhooks  # with webhooks
 //	go run ./scripts/servebench -inflight 1000                 # RSS and CPU
 //	go run ./scripts/servebench -runs 40 -direct               # baseline: 40 kbgen submit
+//	go run ./scripts/servebench -runs 200 -tokens 3            # three users' tokens rotated
 package main
 
 import (
@@ -37,21 +39,25 @@ func main() {
 	runs := flag.Int("runs", 40, "runs submitted at once")
 	build := flag.Duration("build", 30*time.Second, "how long each build takes")
 	webhooks := flag.Bool("webhooks", false, "the stand-in sends signed webhooks to the service")
-	limit := flag.Int("limit", 200, "the stand-in's REST limit per minute")
+	limit := flag.Int("limit", fakebuildkite.DefaultOrgLimit, "the stand-in's REST limit per minute for the organization")
+	userLimit := flag.Int("user-limit", fakebuildkite.DefaultUserLimit, "the stand-in's REST limit per minute for each user (0: none)")
 	budget := flag.Int("budget", 100, "kbgen serve --api-budget")
+	userBudget := flag.Int("user-budget", serve.DefaultPerUser, "kbgen serve --user-budget")
+	tokens := flag.Int("tokens", 1, "tokens of different users kbgen serve rotates (--token-file, one a line)")
 	artifacts := flag.Bool("artifacts", false, "builds carry no result meta-data: every result is read from its artifact")
 	inflight := flag.Int("inflight", 0, "instead: this many builds in flight, and measure the service's RSS and CPU for -idle")
 	idle := flag.Duration("idle", time.Minute, "with -inflight: how long to measure")
 	direct := flag.Bool("direct", false, "the baseline: every run polls its own build as kbgen submit does, no service")
 	flag.Parse()
 	if *direct {
-		if err := runDirect(*runs, *build, *limit); err != nil {
+		if err := runDirect(*runs, *build, *limit, *userLimit); err != nil {
 			fmt.Fprintln(os.Stderr, "servebench:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	if err := run(*runs, *build, *webhooks, *limit, *budget, *artifacts, *inflight, *idle); err != nil {
+	lim := limits{org: *limit, user: *userLimit, budget: *budget, userBudget: *userBudget, tokens: *tokens}
+	if err := run(*runs, *build, *webhooks, lim, *artifacts, *inflight, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "servebench:", err)
 		os.Exit(1)
 	}
@@ -62,7 +68,18 @@ const (
 	webhookSecret = "bench-webhook-secret"
 )
 
-func run(runs int, build time.Duration, webhooks bool, limit, budget int, artifacts bool, inflight int, idle time.Duration) error {
+// limits are the stand-in's limits and the service's budget.
+type limits struct {
+	org, user          int
+	budget, userBudget int
+	tokens             int
+}
+
+func (l limits) String() string {
+	return fmt.Sprintf("stand-in limits %d/min org, %d/min per user; --api-budget %d --user-budget %d, %d token(s)", l.org, l.user, l.budget, l.userBudget, l.tokens)
+}
+
+func run(runs int, build time.Duration, webhooks bool, lim limits, artifacts bool, inflight int, idle time.Duration) error {
 	fake := fakebuildkite.New(nil)
 	defer fake.Close()
 	fake.SetScript(fakebuildkite.Script{BootStart: build / 30, Uploaded: build / 10, EvalStart: build / 8, Finish: build, ResultInMetaData: !artifacts})
@@ -70,18 +87,29 @@ func run(runs int, build time.Duration, webhooks bool, limit, budget int, artifa
 		fake.SeedWithMetaData(map[string]string{contract.MetaDataRunID: fmt.Sprintf("seed-%d", i), contract.MetaDataQueue: "nvidia-h100", serve.MetaDataService: "kbgen"},
 			fakebuildkite.Script{BootStart: time.Second, Uploaded: 2 * time.Second, EvalStart: 3 * time.Second, Never: true}, time.Minute)
 	}
-	fake.SetRateLimit(limit)
+	fake.SetRateLimit(lim.org)
+	fake.SetUserRateLimit(lim.user)
 	bin, err := buildKbgen()
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(filepath.Dir(bin))
-	env := []string{"BUILDKITE_API_TOKEN=" + fake.Token, "BUILDKITE_ORG=" + fake.Org, "BUILDKITE_PIPELINE=" + fake.Pipeline,
+	tokenFile := filepath.Join(filepath.Dir(bin), "tokens")
+	lines := fake.Token + "\n"
+	for i := 1; i < lim.tokens; i++ {
+		tok := fmt.Sprintf("bkua_bench_%d", i)
+		fake.AddToken(tok, fmt.Sprintf("bench-user-%d", i))
+		lines += tok + "\n"
+	}
+	if err := os.WriteFile(tokenFile, []byte(lines), 0o600); err != nil {
+		return err
+	}
+	env := []string{"BUILDKITE_ORG=" + fake.Org, "BUILDKITE_PIPELINE=" + fake.Pipeline,
 		"BUILDKITE_API_URL=" + fake.URL(), "KBGEN_SERVER_TOKEN=" + serverToken}
 	if webhooks {
 		env = append(env, "BUILDKITE_WEBHOOK_SECRET="+webhookSecret)
 	}
-	cmd, url, err := startServe(bin, env, budget)
+	cmd, url, err := startServe(bin, env, lim, tokenFile)
 	if err != nil {
 		return err
 	}
@@ -92,7 +120,7 @@ func run(runs int, build time.Duration, webhooks bool, limit, budget int, artifa
 	if inflight > 0 {
 		return measureIdle(fake, cmd.Process.Pid, url, inflight, idle)
 	}
-	return measureLoad(fake, url, runs, build, webhooks, limit, budget)
+	return measureLoad(fake, url, runs, build, webhooks, lim)
 }
 
 func buildKbgen() (string, error) {
@@ -107,8 +135,8 @@ func buildKbgen() (string, error) {
 	return bin, nil
 }
 
-func startServe(bin string, env []string, budget int) (*exec.Cmd, string, error) {
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--api-budget", strconv.Itoa(budget))
+func startServe(bin string, env []string, lim limits, tokenFile string) (*exec.Cmd, string, error) {
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--api-budget", strconv.Itoa(lim.budget), "--user-budget", strconv.Itoa(lim.userBudget), "--token-file", tokenFile)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
@@ -152,7 +180,7 @@ type outcome struct {
 	budget bool // the run was told "waiting for API budget"
 }
 
-func measureLoad(fake *fakebuildkite.Server, url string, runs int, build time.Duration, webhooks bool, limit, budget int) error {
+func measureLoad(fake *fakebuildkite.Server, url string, runs int, build time.Duration, webhooks bool, lim limits) error {
 	rem, err := serve.NewRemote(url, serverToken)
 	if err != nil {
 		return err
@@ -183,7 +211,7 @@ func measureLoad(fake *fakebuildkite.Server, url string, runs int, build time.Du
 	if webhooks {
 		mode = "with webhooks"
 	}
-	return report(fake, outs, fmt.Sprintf("%d runs at once, %s builds, %s, stand-in limit %d/min, --api-budget %d", runs, build, mode, limit, budget), time.Since(start), webhooks)
+	return report(fake, outs, fmt.Sprintf("%d runs at once, %s builds, %s, %s", runs, build, mode, lim), time.Since(start), webhooks)
 }
 
 func report(fake *fakebuildkite.Server, outs []outcome, title string, wall time.Duration, webhooks bool) error {
@@ -204,7 +232,7 @@ func report(fake *fakebuildkite.Server, outs []outcome, title string, wall time.
 	slices.Sort(lat)
 	fmt.Println(title)
 	fmt.Printf("  results: %d/%d obtained in %s (%d told \"waiting for API budget\")\n", len(lat), runs, wall.Round(100*time.Millisecond), told)
-	fmt.Printf("  429 answers: %d\n", fake.RateLimited())
+	fmt.Printf("  429 answers: %d (org %d, user %d)\n", fake.RateLimited(), fake.RateLimitedIn(fakebuildkite.ScopeOrg), fake.RateLimitedIn(fakebuildkite.ScopeUser))
 	if len(lat) > 0 {
 		fmt.Printf("  detection latency: median %s, p99 %s, max %s\n", pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond))
 	}
@@ -288,11 +316,12 @@ func rssKiB(pid int) (rss, hwm int64) {
 
 // runDirect is the baseline the service replaces: each run is a
 // client.Submit, as one kbgen submit process does, polling its own build.
-func runDirect(runs int, build time.Duration, limit int) error {
+func runDirect(runs int, build time.Duration, limit, userLimit int) error {
 	fake := fakebuildkite.New(nil)
 	defer fake.Close()
 	fake.SetScript(fakebuildkite.Script{BootStart: build / 30, Uploaded: build / 10, EvalStart: build / 8, Finish: build})
 	fake.SetRateLimit(limit)
+	fake.SetUserRateLimit(userLimit)
 	enc := jobPayload()
 	outs := make([]outcome, runs)
 	start := time.Now()
@@ -319,5 +348,5 @@ func runDirect(runs int, build time.Duration, limit int) error {
 		}()
 	}
 	wg.Wait()
-	return report(fake, outs, fmt.Sprintf("%d kbgen submit at once (no service), %s builds, stand-in limit %d/min", runs, build, limit), time.Since(start), false)
+	return report(fake, outs, fmt.Sprintf("%d kbgen submit at once (no service), %s builds, stand-in limits %d/min org, %d/min per user", runs, build, limit, userLimit), time.Since(start), false)
 }
