@@ -49,9 +49,9 @@ func (f *BuildkiteFlags) newClientWith(g *Globals, needPipeline bool, adjust fun
 		return nil, withCode(exitcode.Usage, errors.New("no Buildkite API token: set BUILDKITE_API_TOKEN or pass --token-file"))
 	}
 	opts := client.Options{
-		APIURL:   firstNonEmpty(f.APIURL, g.Getenv(contract.EnvAPIURL)),
-		Org:      firstNonEmpty(f.Org, g.Getenv(contract.EnvOrg)),
-		Pipeline: firstNonEmpty(f.Pipeline, g.Getenv(contract.EnvPipeline)),
+		APIURL:     firstNonEmpty(f.APIURL, g.Getenv(contract.EnvAPIURL)),
+		Org:        firstNonEmpty(f.Org, g.Getenv(contract.EnvOrg)),
+		Pipeline:   firstNonEmpty(f.Pipeline, g.Getenv(contract.EnvPipeline)),
 		Token:      tokens[0],
 		MoreTokens: tokens[1:],
 	}
