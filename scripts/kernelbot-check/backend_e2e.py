@@ -93,8 +93,10 @@ async def cancelled(bot, task) -> bool:
         GPU, reporter, code=code, name="submission.py", task=task,
         mode=consts.SubmissionMode.LEADERBOARD, submission_id=-1,
     ))
-    for _ in range(600):
-        if any("Buildkite build [" in line for line in reporter.lines):
+    # Cancel once the build runs (its bootstrap or eval job is on an agent), so the cancel
+    # has to reach an agent, not just a build waiting in the queue.
+    for _ in range(900):
+        if any("Buildkite build [" in line and ": running" in line for line in reporter.lines):
             break
         await asyncio.sleep(0.1)
     line = reporter.lines[-1] if reporter.lines else ""
@@ -114,7 +116,10 @@ async def cancelled(bot, task) -> bool:
         if runs.get("open") == 0:
             break
         await asyncio.sleep(0.2)
-    return say("cancelled task", status.get("open") == 0, f"build {build} canceled; serve health={status}")
+    return say(
+        "cancelled task", status.get("open") == 0 and ": running" in line,
+        f"build {build} canceled while {line.split(': ', 1)[-1]!r}; serve health={status}",
+    )
 
 
 async def queue_status(bot) -> bool:

@@ -135,7 +135,7 @@ async def test_run_submission_returns_kernelbot_dataclasses():
     assert run.start == datetime.datetime(2026, 1, 2, 3, 4, 5, 123456)
     assert run.end > run.start and run.run.passed
     method, path, body = serve.calls[0]
-    assert (method, path, body["queue"]) == ("POST", "/v1/runs", "nvidia-h100")
+    assert (method, path, body["queue"], body["timeout_seconds"]) == ("POST", "/v1/runs", "nvidia-h100", 3600.0)
     assert json.loads(zlib.decompress(base64.b64decode(body["payload"]))) == config
     assert reporter.messages == ["⏳ Submitting to Buildkite queue `nvidia-h100`..."]
     assert f"[7](<{BUILD_URL}>)" in reporter.updates[0]

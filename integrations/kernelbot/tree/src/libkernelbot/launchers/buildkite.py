@@ -63,6 +63,7 @@ class BuildkiteLauncher(Launcher):
         url: str | None = None,
         token: str | None = None,
         *,
+        timeout_seconds: float = 3600.0,
         outage_tolerance: float = 120.0,
     ):
         super().__init__(name="Buildkite", gpus=BuildkiteGPU)
@@ -70,6 +71,9 @@ class BuildkiteLauncher(Launcher):
         self.token = token if token is not None else os.environ.get(ENV_SERVER_TOKEN, "")
         if not self.url:
             raise ValueError(f"no kbgen serve URL: pass url or set {ENV_SERVER}")
+        # A run not done this long after its submission (queue wait included) is canceled by
+        # kbgen serve and comes back as a failure: a queue without agents never hangs a task.
+        self.timeout_seconds = timeout_seconds
         # How long the service may be unreachable (its restart) before a run gives up.
         self.outage_tolerance = outage_tolerance
 
@@ -85,7 +89,12 @@ class BuildkiteLauncher(Launcher):
         if queue is None:
             return _failed(f"{gpu_type.name} is not a Buildkite GPU")
         run_id = run_id or f"kb-{uuid.uuid4().hex[:16]}"
-        request = {"run_id": run_id, "queue": queue, "payload": encode_config(config)}
+        request = {
+            "run_id": run_id,
+            "queue": queue,
+            "payload": encode_config(config),
+            "timeout_seconds": self.timeout_seconds,
+        }
         progress = _Progress(status)
         await progress.start(queue)
         try:
@@ -180,7 +189,10 @@ class BuildkiteLauncher(Launcher):
 
     def _reader(self, run_id: str, start: int, lines: asyncio.Queue, loop, stop: threading.Event) -> None:
         def put(item):
-            loop.call_soon_threadsafe(lines.put_nowait, item)
+            try:
+                loop.call_soon_threadsafe(lines.put_nowait, item)
+            except RuntimeError:  # the loop is closed: nobody waits for this run any more
+                pass
 
         try:
             self._stream(f"/v1/runs/{run_id}/events?from={start}", put, stop)
