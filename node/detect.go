@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
+	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
@@ -47,7 +48,12 @@ type Machine struct {
 	MemInfo   []byte
 	NvidiaSMI []byte
 	RocmSMI   []byte
-	Runner    Runner
+	// NvidiaTopo is `nvidia-smi topo -m` (multi-GPU shapes), NvidiaList
+	// `nvidia-smi -L` (MIG instances); nil runs them through Runner when
+	// needed.
+	NvidiaTopo []byte
+	NvidiaList []byte
+	Runner     Runner
 }
 
 // DetectGPUs finds the machine's GPUs and their runtime: NVIDIA when
@@ -91,10 +97,63 @@ func PlanMachine(ctx context.Context, m Machine, opts PlanOptions) (*Plan, error
 		opts.CgroupVersion = CgroupVersion(m.Sys)
 	}
 	p, err := MakePlan(topo, rt, gpus, func(g GPU) (int, bool, error) { return PCINUMANode(m.Sys, g.PCIBus) }, opts)
-	if err == nil && note != "" {
+	if err != nil {
+		return nil, err
+	}
+	if note != "" {
 		p.Notes = append(p.Notes, note)
 	}
-	return p, err
+	if opts.MIGQueue != "" {
+		if rt != contract.RuntimeNVIDIA {
+			return nil, fmt.Errorf("MIG queue %s: MIG is NVIDIA's; this node's GPUs are %s", opts.MIGQueue, rt)
+		}
+		list, err := toolOutput(ctx, m, m.NvidiaList, NvidiaListArgs)
+		if err != nil {
+			return nil, fmt.Errorf("listing MIG instances: %w", err)
+		}
+		migs, err := ParseMIG(list)
+		if err != nil {
+			return nil, err
+		}
+		if err := splitMIG(p, topo, migs, opts.MIGQueue); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.Shapes) > 0 {
+		links, err := machineLinks(ctx, m, rt, p)
+		if err != nil {
+			return nil, err
+		}
+		if err := addShapes(p, opts.Shapes, links); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// toolOutput is a fixture's content, or the nvidia-smi query run.
+func toolOutput(ctx context.Context, m Machine, fixture []byte, args []string) ([]byte, error) {
+	if fixture != nil {
+		return fixture, nil
+	}
+	if m.Runner == nil {
+		return nil, fmt.Errorf("no nvidia-smi %s output given", strings.Join(args, " "))
+	}
+	return m.Runner.Output(ctx, "nvidia-smi", args...)
+}
+
+// machineLinks is how the node's GPUs talk: nvidia-smi topo -m, or the
+// KFD io_links; NUMA locality where neither says.
+func machineLinks(ctx context.Context, m Machine, rt contract.Runtime, p *Plan) (Links, error) {
+	if rt == contract.RuntimeROCm {
+		return ReadKFDLinks(m.Sys, numaLinks(p))
+	}
+	out, err := toolOutput(ctx, m, m.NvidiaTopo, NvidiaTopoArgs)
+	if err != nil {
+		p.Notes = append(p.Notes, fmt.Sprintf("no GPU topology (%v): multi-GPU sets chosen by NUMA node only", err))
+		return numaLinks(p), nil
+	}
+	return ParseNvidiaTopo(out)
 }
 
 // CgroupVersion is 2 when sys (a view of /sys) has the unified

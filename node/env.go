@@ -16,6 +16,9 @@ type EnvVar struct {
 // for tools that run on the host. The visibility variables are a courtesy,
 // not isolation: the sandbox passes the device itself.
 func (a *Agent) Env(rt contract.Runtime, cgroupVersion int) []EnvVar {
+	if len(a.GPUs) > 0 {
+		return a.multiEnv(rt, cgroupVersion)
+	}
 	env := []EnvVar{{contract.EnvGPUIndex, strconv.Itoa(a.GPU.Index)}}
 	switch rt {
 	case contract.RuntimeROCm:
@@ -46,6 +49,20 @@ func (a *Agent) Env(rt contract.Runtime, cgroupVersion int) []EnvVar {
 		env = append(env, EnvVar{"NVIDIA_VISIBLE_DEVICES", a.GPU.UUID}, EnvVar{"CUDA_VISIBLE_DEVICES", a.GPU.UUID})
 	}
 	return env
+}
+
+// multiEnv is Env for a multi-GPU agent: the GPU variables hold its set.
+func (a *Agent) multiEnv(rt contract.Runtime, cgroupVersion int) []EnvVar {
+	index, device, visible := a.setEnv(rt)
+	name := contract.EnvGPUUUID
+	if rt == contract.RuntimeROCm {
+		name = contract.EnvGPURenderNode
+	}
+	env := []EnvVar{{contract.EnvGPUIndex, index}, {name, device}, {contract.EnvCPUSet, a.CPUSet}, {contract.EnvMems, a.Mems}, {contract.EnvMemory, a.Memory}}
+	if cgroupVersion == 2 {
+		env = append(env, EnvVar{contract.EnvCgroupParent, JobsSlice})
+	}
+	return append(env, visible...)
 }
 
 // EnvLookup is Env as the job would see it, for code that reads a

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -19,8 +20,16 @@ func (p *Plan) WriteTable(w io.Writer) error {
 		if p.Runtime == contract.RuntimeROCm {
 			dev = a.GPU.RenderNode
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n",
-			a.ID, a.GPU.Index, a.GPU.Model, a.GPU.PCIBus, dev, a.NUMANode, a.CPUSet, a.CPUs, a.Memory)
+		gpu, numa, id := strconv.Itoa(a.GPU.Index), strconv.Itoa(a.NUMANode), a.ID
+		if len(a.GPUs) > 0 {
+			idx, _, _ := a.setEnv(p.Runtime)
+			gpu, numa, dev = idx, a.Mems, a.Link
+		}
+		if a.Queue != "" {
+			id += " (" + a.Queue + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
+			id, gpu, a.GPU.Model, a.GPU.PCIBus, dev, numa, a.CPUSet, a.CPUs, a.Memory)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -308,7 +309,7 @@ func TestReadInstalledPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := planFixture(t, "mi300xx8", defaultOpts)
-	if len(p.Agents) != 8 || p.Agents[5] != want.Agents[5] || p.Runtime != contract.RuntimeROCm {
+	if len(p.Agents) != 8 || !reflect.DeepEqual(p.Agents[5], want.Agents[5]) || p.Runtime != contract.RuntimeROCm {
 		t.Errorf("read back %+v", p)
 	}
 }

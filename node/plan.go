@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
@@ -36,6 +37,11 @@ type PlanOptions struct {
 	// CgroupVersion is the node's cgroup hierarchy (1 or 2): it decides how
 	// the host is confined to its housekeeping CPUs.
 	CgroupVersion int
+	// Shapes are multi-GPU queues served besides Queue (mig.go, shapes.go).
+	Shapes []Shape
+	// MIGQueue, when set, is the queue of one agent per MIG instance on
+	// each GPU with MIG enabled (nvidia-smi -L lists its instances).
+	MIGQueue string
 }
 
 // Plan is one agent per GPU with its placement.
@@ -72,6 +78,19 @@ type Agent struct {
 	// Memory is docker syntax ("120g"), MemoryBytes the same in bytes.
 	Memory      string `json:"memory"`
 	MemoryBytes int64  `json:"memory_bytes"`
+	// Queue is the agent's queue when it is not the plan's: a multi-GPU
+	// shape's (nvidia-h100x8) or the MIG queue.
+	Queue string `json:"queue,omitempty"`
+	// GPUs is a multi-GPU agent's set (GPU is its first); Link the
+	// slowest link within it.
+	GPUs []GPU  `json:"gpus,omitempty"`
+	Link string `json:"link,omitempty"`
+}
+
+// Unit is the agent's systemd instance: "gpu3" is
+// buildkite-agent-gpu@3.service, "gpux8-0" buildkite-agent-gpu@x8-0.service.
+func (a *Agent) Unit() string {
+	return "buildkite-agent-gpu@" + strings.TrimPrefix(a.ID, "gpu") + ".service"
 }
 
 // ErrTooFewCores is returned when a NUMA node has fewer cores left after

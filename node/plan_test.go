@@ -24,6 +24,12 @@ func fixtureMachine(t *testing.T, box string) Machine {
 	if data, err := os.ReadFile("testdata/" + box + "/proc/meminfo"); err == nil {
 		m.MemInfo = data
 	}
+	if data, err := os.ReadFile("testdata/" + box + "/nvidia-smi-topo.txt"); err == nil {
+		m.NvidiaTopo = data
+	}
+	if data, err := os.ReadFile("testdata/" + box + "/nvidia-smi-mig.txt"); err == nil {
+		m.NvidiaList = data
+	}
 	return m
 }
 

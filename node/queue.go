@@ -3,7 +3,9 @@ package node
 import (
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 )
 
@@ -84,4 +86,44 @@ func QueueImage(p *Plan, reg *pipelinegen.Registry) string {
 		return ""
 	}
 	return v.Image
+}
+
+// ResolveShapes turns the --shape queue names (or aliases) into shapes:
+// each must be a multi-GPU docker queue of the registry (pipelinegen:
+// resources.gpus > 1), so its agents take exactly the steps it sends.
+func ResolveShapes(reg *pipelinegen.Registry, names []string) ([]Shape, error) {
+	var shapes []Shape
+	for _, n := range names {
+		v, err := reg.Lookup(n)
+		if err != nil {
+			return nil, err
+		}
+		if !v.MultiGPU() || v.Backend == pipelinegen.BackendKubernetes {
+			return nil, &QueueMismatchError{Msg: fmt.Sprintf("--shape %s: queue %q is not a multi-GPU queue of agents installed here (it gives each step %d GPU(s), backend %q); e.g. nvidia-h100x8", n, v.Queue, v.Resources.GPUs, v.Backend)}
+		}
+		shapes = append(shapes, Shape{Queue: v.Queue, GPUs: v.Resources.GPUs})
+	}
+	return shapes, nil
+}
+
+// CheckAgentQueues checks the queues of the plan's shape and MIG agents
+// against the registry as CheckQueue checks the plan's: the runtime must
+// be the node's; a MIG queue must not run ranked modes.
+func CheckAgentQueues(p *Plan, reg *pipelinegen.Registry) error {
+	for _, a := range p.Agents {
+		if a.Queue == "" {
+			continue
+		}
+		v, err := reg.Lookup(a.Queue)
+		if err != nil {
+			return err
+		}
+		if v.Runtime != p.Runtime {
+			return &QueueMismatchError{Msg: fmt.Sprintf("queue %q runs %s GPUs, but this node's GPUs are %s", a.Queue, v.Runtime, p.Runtime)}
+		}
+		if strings.HasPrefix(a.GPU.UUID, "MIG-") && (v.RunsMode(payload.ModeLeaderboard) || v.MultiGPU()) {
+			return &QueueMismatchError{Msg: fmt.Sprintf("--mig-queue %s: queue %q runs ranked jobs or several GPUs; a MIG slice's queue runs test only (modes: [test])", a.Queue, v.Queue)}
+		}
+	}
+	return nil
 }

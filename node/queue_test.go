@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,6 +91,49 @@ func TestQueueImage(t *testing.T) {
 	} {
 		if got := QueueImage(tt.plan, builtin); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestResolveShapes(t *testing.T) {
+	t.Parallel()
+	reg, err := pipelinegen.LoadRegistry("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ResolveShapes(reg, []string{"h100x8", "nvidia-l4x4", "mi300x8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Shape{{"nvidia-h100x8", 8}, {"nvidia-l4x4", 4}, {"amd-mi300x8", 8}}
+	if !slices.Equal(got, want) {
+		t.Errorf("ResolveShapes = %v, want %v", got, want)
+	}
+	for _, bad := range []string{"nvidia-h100", "nebius-h100-k8s", "h200"} {
+		if _, err := ResolveShapes(reg, []string{bad}); err == nil {
+			t.Errorf("--shape %s accepted", bad)
+		}
+	}
+}
+
+func TestCheckAgentQueues(t *testing.T) {
+	t.Parallel()
+	reg, err := pipelinegen.LoadRegistry("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, queue, uuid string
+		ok                bool
+	}{
+		{"MIG on the test-only queue", "nvidia-h100-mig", "MIG-1", true},
+		{"MIG on a ranked queue", "nvidia-h100", "MIG-1", false},
+		{"a shape on an AMD queue", "amd-mi300x8", "GPU-1", false},
+		{"a shape on its queue", "nvidia-h100x8", "GPU-1", true},
+	} {
+		p := &Plan{Runtime: "nvidia", Agents: []Agent{{ID: "a", Queue: tt.queue, GPU: GPU{UUID: tt.uuid}}}}
+		if err := CheckAgentQueues(p, reg); (err == nil) != tt.ok {
+			t.Errorf("%s: %v", tt.name, err)
 		}
 	}
 }

@@ -191,6 +191,13 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		a := &p.Agents[i]
 		ad := d
 		ad.Agent = a
+		if a.Queue != "" {
+			// A multi-GPU shape's or MIG agent: its own queue.
+			if err := validQueue(a.Queue); err != nil {
+				return nil, err
+			}
+			ad.Queue = a.Queue
+		}
 		ad.Env = a.Env(p.Runtime, p.CgroupVersion)
 		if opts.VerificationJWKS != nil {
 			// kbgen sandbox checks each step's own signature with it: the

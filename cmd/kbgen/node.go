@@ -27,11 +27,15 @@ type NodeCmd struct {
 
 // machineFlags describe the machine to plan for: this one, or fixtures.
 type machineFlags struct {
-	Sysfs         string `default:"/sys" placeholder:"DIR" help:"The /sys tree to read NUMA nodes, cores, PCI devices and the KFD topology from. Example: --sysfs node/testdata/h100x8/sys"`
-	NvidiaSMI     string `name:"nvidia-smi" placeholder:"FILE" help:"Output of 'nvidia-smi --query-gpu=index,uuid,pci.bus_id,name --format=csv,noheader' to use instead of running nvidia-smi. Example: --nvidia-smi smi.csv"`
-	RocmSMI       string `name:"rocm-smi" placeholder:"FILE" help:"Output of 'rocm-smi --showbus --showproductname --showuniqueid --json' for AMD model names and unique ids (AMD GPUs are found in sysfs either way). Example: --rocm-smi smi.json"`
-	ReserveCores  int    `default:"1" placeholder:"N" help:"Whole cores (SMT siblings together) of each NUMA node kept as housekeeping CPUs: the node's first cores, where the OS services, dockerd, containerd, the agents and kbgen are confined (with the cores left over after an even split). Default: ${default} (setup-node.sh: RESERVE_CORES). Example: --reserve-cores 2"`
-	ReserveMemory string `default:"16g" placeholder:"SIZE" help:"Memory of each NUMA node kept for the host, docker syntax. Default: ${default} (setup-node.sh: RESERVE_MEMORY). Example: --reserve-memory 32g"`
+	Sysfs         string   `default:"/sys" placeholder:"DIR" help:"The /sys tree to read NUMA nodes, cores, PCI devices and the KFD topology from. Example: --sysfs node/testdata/h100x8/sys"`
+	NvidiaSMI     string   `name:"nvidia-smi" placeholder:"FILE" help:"Output of 'nvidia-smi --query-gpu=index,uuid,pci.bus_id,name --format=csv,noheader' to use instead of running nvidia-smi. Example: --nvidia-smi smi.csv"`
+	RocmSMI       string   `name:"rocm-smi" placeholder:"FILE" help:"Output of 'rocm-smi --showbus --showproductname --showuniqueid --json' for AMD model names and unique ids (AMD GPUs are found in sysfs either way). Example: --rocm-smi smi.json"`
+	ReserveCores  int      `default:"1" placeholder:"N" help:"Whole cores (SMT siblings together) of each NUMA node kept as housekeeping CPUs: the node's first cores, where the OS services, dockerd, containerd, the agents and kbgen are confined (with the cores left over after an even split). Default: ${default} (setup-node.sh: RESERVE_CORES). Example: --reserve-cores 2"`
+	Shape         []string `placeholder:"QUEUE" help:"A multi-GPU queue of the registry to serve besides --queue (repeatable): agents that each own a set of its GPU count, chosen by topology (one NVLink/NVSwitch or xGMI island where there is one). They share the GPUs with the one-GPU agents; kbgen sandbox's lease lets one job at a time use each GPU. Example: --shape nvidia-h100x8"`
+	MIGQueue      string   `name:"mig-queue" placeholder:"QUEUE" help:"On each GPU with MIG enabled, one agent per MIG instance on this queue (a test-only queue of the registry) instead of the GPU's agent. Example: --mig-queue nvidia-h100-mig"`
+	NvidiaTopo    string   `name:"nvidia-topo" placeholder:"FILE" help:"Output of 'nvidia-smi topo -m' to use instead of running it (--shape). Example: --nvidia-topo topo.txt"`
+	NvidiaList    string   `name:"nvidia-smi-list" placeholder:"FILE" help:"Output of 'nvidia-smi -L' to use instead of running it (--mig-queue). Example: --nvidia-smi-list gpus.txt"`
+	ReserveMemory string   `default:"16g" placeholder:"SIZE" help:"Memory of each NUMA node kept for the host, docker syntax. Default: ${default} (setup-node.sh: RESERVE_MEMORY). Example: --reserve-memory 32g"`
 }
 
 func (m *machineFlags) plan(ctx context.Context, g *Globals, queue string) (*node.Plan, error) {
@@ -53,15 +57,33 @@ func (m *machineFlags) plan(ctx context.Context, g *Globals, queue string) (*nod
 			return nil, withCode(exitcode.Usage, fmt.Errorf("--rocm-smi: %w", err))
 		}
 	}
-	p, err := node.PlanMachine(ctx, mach, node.PlanOptions{Queue: queue, ReserveCores: m.ReserveCores, ReserveMemory: mem})
-	if err != nil {
-		return nil, fmt.Errorf("planning agents: %w", err)
+	for _, f := range []struct {
+		flag, path string
+		dst        *[]byte
+	}{{"--nvidia-topo", m.NvidiaTopo, &mach.NvidiaTopo}, {"--nvidia-smi-list", m.NvidiaList, &mach.NvidiaList}} {
+		if f.path == "" {
+			continue
+		}
+		if *f.dst, err = os.ReadFile(f.path); err != nil {
+			return nil, withCode(exitcode.Usage, fmt.Errorf("%s: %w", f.flag, err))
+		}
 	}
 	reg, err := loadRegistry(g, "")
 	if err != nil {
 		return nil, err
 	}
+	shapes, err := node.ResolveShapes(reg, m.Shape)
+	if err != nil {
+		return nil, withCode(exitcode.Usage, err)
+	}
+	p, err := node.PlanMachine(ctx, mach, node.PlanOptions{Queue: queue, ReserveCores: m.ReserveCores, ReserveMemory: mem, Shapes: shapes, MIGQueue: m.MIGQueue})
+	if err != nil {
+		return nil, fmt.Errorf("planning agents: %w", err)
+	}
 	if err := node.CheckQueue(p, reg); err != nil {
+		return nil, withCode(exitcode.Usage, err)
+	}
+	if err := node.CheckAgentQueues(p, reg); err != nil {
 		return nil, withCode(exitcode.Usage, err)
 	}
 	return p, nil
@@ -188,7 +210,7 @@ func (c *NodeInstallCmd) Run(g *Globals) error {
 func instanceList(p *node.Plan) string {
 	var names []string
 	for _, a := range p.Agents {
-		names = append(names, node.InstanceName(a.GPU.Index))
+		names = append(names, a.Unit())
 	}
 	return strings.Join(names, " ")
 }

@@ -1,0 +1,110 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/lazyre"
+)
+
+// NvidiaListArgs is the query ParseMIG reads (`nvidia-smi -L`).
+var NvidiaListArgs = []string{"-L"}
+
+// MIGInstance is one MIG instance of a GPU, as `nvidia-smi -L` lists it.
+type MIGInstance struct {
+	Profile string // "1g.10gb"
+	UUID    string // "MIG-…"
+}
+
+var (
+	migGPULine = lazyre.New(`^GPU ([0-9]+): .*\(UUID: (GPU-[0-9a-fA-F-]+)\)`)
+	migLine    = lazyre.New(`^\s+MIG (\S+)\s+Device\s+[0-9]+: \(UUID: (MIG-[0-9a-fA-F-]+)\)`)
+)
+
+// ParseMIG reads `nvidia-smi -L`: each GPU line, then its MIG instances
+// indented below it (a GPU without MIG lists none). The result maps a
+// GPU index to its instances.
+//
+//	GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5a1c…)
+//	  MIG 1g.10gb     Device  0: (UUID: MIG-0e6c…)
+func ParseMIG(out []byte) (map[int][]MIGInstance, error) {
+	migs := map[int][]MIGInstance{}
+	gpu := -1
+	for line := range strings.Lines(string(out)) {
+		line = strings.TrimRight(line, "\r\n")
+		if m := migGPULine.FindStringSubmatch(line); m != nil {
+			gpu, _ = strconv.Atoi(m[1])
+			continue
+		}
+		if m := migLine.FindStringSubmatch(line); m != nil {
+			if gpu < 0 {
+				return nil, fmt.Errorf("nvidia-smi -L: MIG instance %s before any GPU line", m[2])
+			}
+			migs[gpu] = append(migs[gpu], MIGInstance{Profile: m[1], UUID: m[2]})
+		}
+	}
+	return migs, nil
+}
+
+// splitMIG replaces the agent of each GPU with MIG instances by one agent
+// per instance on queue: the GPU agent's whole cores and memory shared
+// out evenly (a MIG-enabled GPU cannot run a whole-GPU job anyway).
+func splitMIG(p *Plan, topo *Topology, migs map[int][]MIGInstance, queue string) error {
+	var out []Agent
+	for _, a := range p.Agents {
+		insts := migs[a.GPU.Index]
+		if len(insts) == 0 {
+			out = append(out, a)
+			continue
+		}
+		cores, err := agentCores(topo, &a)
+		if err != nil {
+			return err
+		}
+		if len(cores) < len(insts) {
+			return fmt.Errorf("GPU %d has %d MIG instances but its agent %d whole cores: %w (each MIG agent needs a core)", a.GPU.Index, len(insts), len(cores), ErrTooFewCores)
+		}
+		per, mem := len(cores)/len(insts), a.MemoryBytes/int64(len(insts))/GiB*GiB
+		for k, inst := range insts {
+			var cpus CPUList
+			for _, c := range cores[k*per : (k+1)*per] {
+				cpus = append(cpus, c...)
+			}
+			slices.Sort(cpus)
+			m := a
+			m.ID = fmt.Sprintf("gpu%d-mig%d", a.GPU.Index, k)
+			m.Queue = queue
+			m.GPU.UUID = inst.UUID
+			m.GPU.Model = a.GPU.Model + " MIG " + inst.Profile
+			m.CPUSet, m.CPUs, m.Cores = cpus.String(), len(cpus), per
+			m.Memory, m.MemoryBytes = strconv.FormatInt(mem/GiB, 10)+"g", mem
+			out = append(out, m)
+		}
+		if left := len(cores) - per*len(insts); left > 0 {
+			p.Notes = append(p.Notes, fmt.Sprintf("GPU %d: %d MIG instances on %d cores; %d core(s) stay unused by its agents", a.GPU.Index, len(insts), len(cores), left))
+		}
+	}
+	p.Agents = out
+	return nil
+}
+
+// agentCores are the NUMA node's whole cores inside the agent's cpuset.
+func agentCores(topo *Topology, a *Agent) ([]CPUList, error) {
+	node := topo.Node(a.NUMANode)
+	if node == nil {
+		return nil, fmt.Errorf("agent %s: NUMA node %d is not in the topology", a.ID, a.NUMANode)
+	}
+	own, err := ParseCPUList(a.CPUSet)
+	if err != nil {
+		return nil, err
+	}
+	var cores []CPUList
+	for _, c := range node.Cores {
+		if slices.Contains(own, c[0]) {
+			cores = append(cores, c)
+		}
+	}
+	return cores, nil
+}
