@@ -3,6 +3,7 @@ package client
 import "testing"
 
 func TestFindResult(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		as   []Artifact

@@ -80,6 +80,7 @@ func defaultResultJSON(t testing.TB) string {
 }
 
 func TestSubmitPasses(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, fakebuildkite.QuickScript)
 	out := r.submit(t, context.Background(), 0)
 	if out.Status != Obtained {
@@ -121,6 +122,7 @@ func TestSubmitPasses(t *testing.T) {
 }
 
 func TestSubmitSplitsLargePayload(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, fakebuildkite.QuickScript)
 	sub := testSubmission(t)
 	sub.Encoded = strings.Repeat("QUJD", payload.MaxEnvValue/2) // 2 × MaxEnvValue bytes
@@ -140,6 +142,7 @@ func TestSubmitSplitsLargePayload(t *testing.T) {
 
 // TestOutcomes covers every way a build ends, each with the exact result.
 func TestOutcomes(t *testing.T) {
+	t.Parallel()
 	q := fakebuildkite.QuickScript
 	with := func(f func(*fakebuildkite.Script)) fakebuildkite.Script { s := q; f(&s); return s }
 	failedResult := `{"success": false, "error": "no GPU visible", "system": {"gpu": "", "device_count": 1, "cpu": "", "runtime": "", "platform": "", "torch": "", "hostname": "n"}, "runs": {}}`
@@ -176,6 +179,7 @@ func TestOutcomes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := newRig(t, tt.script)
 			out := r.submit(t, context.Background(), 0)
 			if out.Status != tt.status {
@@ -199,6 +203,7 @@ func TestOutcomes(t *testing.T) {
 // TestFaults injects API and network faults; each must be survived
 // without changing the result.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		fault fakebuildkite.Fault
@@ -222,6 +227,7 @@ func TestFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := newRig(t, fakebuildkite.QuickScript)
 			r.fake.AddFault(tt.fault)
 			out := r.submit(t, context.Background(), 0)
@@ -245,6 +251,7 @@ func TestFaults(t *testing.T) {
 }
 
 func TestRetryAfterIsObeyed(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, fakebuildkite.QuickScript)
 	r.fake.AddFault(fakebuildkite.Fault{Method: "GET", Path: "/builds/1", Status: 429, RetryAfter: "30", Times: 1})
 	start := r.clock.Now()
@@ -297,6 +304,7 @@ func TestUserLimitIsBudgeted(t *testing.T) {
 }
 
 func TestCreateRetryDoesNotDuplicate(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, fakebuildkite.QuickScript)
 	// The create reached the server (build #1 exists) but its answer was
 	// lost: simulate by failing the response after creating.
@@ -312,6 +320,7 @@ func TestCreateRetryDoesNotDuplicate(t *testing.T) {
 }
 
 func TestInfraFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		fault   fakebuildkite.Fault
@@ -329,6 +338,7 @@ func TestInfraFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := newRig(t, fakebuildkite.QuickScript)
 			if tt.token != "" {
 				c, err := New(Options{APIURL: r.fake.URL(), Org: r.fake.Org, Pipeline: r.fake.Pipeline, Token: tt.token, Clock: r.clock})
@@ -360,6 +370,7 @@ func TestInfraFailures(t *testing.T) {
 }
 
 func TestTimeoutCancels(t *testing.T) {
+	t.Parallel()
 	sc := fakebuildkite.QuickScript
 	sc.Never = true
 	r := newRig(t, sc)
@@ -431,6 +442,7 @@ func TestTimeoutBoundsEveryPhase(t *testing.T) {
 }
 
 func TestInterruptCancels(t *testing.T) {
+	t.Parallel()
 	sc := fakebuildkite.QuickScript
 	sc.Never = true
 	r := newRig(t, sc)
@@ -460,6 +472,7 @@ type errorString string
 func (e errorString) Error() string { return string(e) }
 
 func TestFetchAndAttach(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, fakebuildkite.QuickScript)
 	n := r.fake.Seed("old-run", "h100", fakebuildkite.QuickScript, 0)
 	out := r.client.Fetch(context.Background(), n)
@@ -482,6 +495,7 @@ func TestFetchAndAttach(t *testing.T) {
 // TestTokenNeverLeaks runs passing, failing and faulted builds with debug
 // logging on and looks for the token everywhere it could show.
 func TestTokenNeverLeaks(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []fakebuildkite.Fault{
 		{},
 		{Method: "GET", Path: "/builds/1", Status: 503, Times: 100},
@@ -526,6 +540,7 @@ func TestTokenNeverLeaks(t *testing.T) {
 }
 
 func TestRedactsTokenInErrors(t *testing.T) {
+	t.Parallel()
 	c, err := New(Options{APIURL: "http://127.0.0.1:1/", Org: "o", Pipeline: "p", Token: "tok-123", Clock: NewFakeClock(epoch), Retry: Retry{Attempts: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -536,6 +551,7 @@ func TestRedactsTokenInErrors(t *testing.T) {
 }
 
 func TestNewRejects(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		opts Options
 		want string

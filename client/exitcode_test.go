@@ -5,6 +5,7 @@ import "testing"
 // TestStatusExitCode pins the exit codes scripts branch on
 // (docs/formats.md#exit-codes).
 func TestStatusExitCode(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		status Status
 		code   int

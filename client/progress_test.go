@@ -6,6 +6,7 @@ import (
 )
 
 func TestProgressText(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	p := NewProgress(&buf, ProgressText)
 	code := 5

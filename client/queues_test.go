@@ -9,6 +9,7 @@ import (
 )
 
 func TestQueues(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, fakebuildkite.QuickScript)
 	r.fake.SetAgents([]fakebuildkite.AgentSpec{
 		{Name: "node1-gpu1", Version: "3.50.0", Queue: "h100", BusyWith: ":nvidia: eval h100 · test"},

@@ -7,6 +7,7 @@ import (
 )
 
 func TestLimitWait(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {
 		name    string
@@ -44,6 +45,7 @@ func TestLimitWait(t *testing.T) {
 }
 
 func TestBackoffIsJitteredAndBounded(t *testing.T) {
+	t.Parallel()
 	tr := &transport{retry: DefaultRetry}
 	for attempt := 1; attempt <= 12; attempt++ {
 		ceiling := min(DefaultRetry.BaseDelay<<(attempt-1), DefaultRetry.MaxDelay)

@@ -13,6 +13,7 @@ import (
 // second at first, never faster, never slower than 5 s, and few enough
 // polls that a 60-second build stays under 40 API requests in all.
 func TestDefaultSchedule(t *testing.T) {
+	t.Parallel()
 	if got := DefaultSchedule(0); got != time.Second {
 		t.Errorf("first interval = %s, want 1s", got)
 	}
@@ -43,6 +44,7 @@ func TestDefaultSchedule(t *testing.T) {
 }
 
 func TestWaitStopsPollingAtFinish(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, fakebuildkite.QuickScript)
 	out := r.submit(t, context.Background(), 0)
 	if out.Status != Obtained {

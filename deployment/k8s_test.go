@@ -13,6 +13,7 @@ import (
 // TestK8sValues keeps the agent-stack-k8s example pointed at a queue the
 // registry routes to Kubernetes, with verification on and no token inline.
 func TestK8sValues(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("k8s/values.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -116,6 +116,7 @@ func wantLines(t *testing.T, out string, want ...string) {
 }
 
 func TestSetupNodePrerequisites(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		setup    func(e *setupEnv)
@@ -224,6 +225,7 @@ func TestSetupNodePrerequisites(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newSetupEnv(t)
 			tt.setup(e)
 			out, code := e.run("--check-only")
@@ -242,6 +244,7 @@ func TestSetupNodePrerequisites(t *testing.T) {
 }
 
 func TestSetupNodeStagingIdempotent(t *testing.T) {
+	t.Parallel()
 	e := newSetupEnv(t)
 	e.nvidiaReady()
 	root := e.vars["ROOT"]
@@ -292,6 +295,7 @@ func TestSetupNodeStagingIdempotent(t *testing.T) {
 }
 
 func TestSetupNodeUsage(t *testing.T) {
+	t.Parallel()
 	e := newSetupEnv(t)
 	out, code := e.run("--bogus")
 	if code != 2 || !strings.Contains(out, "unknown argument: --bogus") {
@@ -356,6 +360,7 @@ func hasCall(calls []string, want string) bool {
 // systemctl) against stubs: first install, an idempotent second run, and a
 // GPU that disappeared.
 func TestSetupNodeManagesSystem(t *testing.T) {
+	t.Parallel()
 	e := newSetupEnv(t)
 	e.nvidiaReady()
 	log := e.systemStubs()

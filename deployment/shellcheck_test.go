@@ -54,6 +54,7 @@ func shellScripts(t *testing.T, root string) []string {
 
 // TestShellcheck runs shellcheck on every shell script in the repository.
 func TestShellcheck(t *testing.T) {
+	t.Parallel()
 	files := shellScripts(t, "..")
 	var names []string
 	for _, f := range files {

@@ -10,6 +10,7 @@ import (
 )
 
 func TestListHasTheAdvertisedExamples(t *testing.T) {
+	t.Parallel()
 	names := Names()
 	for _, want := range []string{"vectoradd", "identity"} {
 		if !slices.Contains(names, want) {
@@ -24,6 +25,7 @@ func TestListHasTheAdvertisedExamples(t *testing.T) {
 }
 
 func TestConfigIsAValidJob(t *testing.T) {
+	t.Parallel()
 	for _, name := range Names() {
 		for _, mode := range payload.Modes {
 			src, err := Submission(name, DefaultSubmission)
@@ -47,6 +49,7 @@ func TestConfigIsAValidJob(t *testing.T) {
 }
 
 func TestSubmissionErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ example, sub, want string }{
 		{"nope", "submission", `unknown example "nope"`},
 		{"../identity", "submission", "unknown example"},
@@ -66,6 +69,7 @@ func TestSubmissionErrors(t *testing.T) {
 // The directories on disk are Kernelbot task directories: `kbgen local
 // --task examples/NAME` builds the very job `--example NAME` does.
 func TestTaskDirOnDiskIsTheEmbeddedExample(t *testing.T) {
+	t.Parallel()
 	for _, name := range Names() {
 		src, err := Submission(name, DefaultSubmission)
 		if err != nil {

@@ -38,10 +38,12 @@ func readDockerfile(t *testing.T, path string) string {
 }
 
 func TestDockerfiles(t *testing.T) {
+	t.Parallel()
 	gomod := readDockerfile(t, "../go.mod")
 	goVersion := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(gomod)
 	for _, path := range flavours {
 		t.Run(path, func(t *testing.T) {
+			t.Parallel()
 			df := readDockerfile(t, path)
 			args := map[string]string{}
 			for _, m := range baseArg.FindAllStringSubmatch(df, -1) {
@@ -91,6 +93,7 @@ func TestDockerfiles(t *testing.T) {
 // its runtime's Dockerfile declares (a digest pin on the registry side is
 // fine: it is a build of that ref).
 func TestRegistryImagesHaveDockerfiles(t *testing.T) {
+	t.Parallel()
 	reg, err := pipelinegen.LoadRegistry("")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestLoadPicksOneSource(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	job := filepath.Join(dir, "job.json")
 	if err := os.WriteFile(job, []byte(`{"lang":"py","mode":"test","main":"eval.py","sources":{"eval.py":""},"tests":[{"size":1}],"benchmarks":[{"size":2}]}`), 0o644); err != nil {
@@ -41,6 +42,7 @@ func TestLoadPicksOneSource(t *testing.T) {
 		{"stdin", Source{PayloadFile: "-"}, Options{Stdin: strings.NewReader("not a job")}, "", "invalid job"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			in, err := Load(tc.src, tc.opts)
 			if tc.wantErr != "" {
 				got := ""
@@ -70,6 +72,7 @@ func TestLoadPicksOneSource(t *testing.T) {
 }
 
 func TestExampleSubmissionFileIsTheSubmission(t *testing.T) {
+	t.Parallel()
 	sub := filepath.Join("..", "examples", "identity", "wrong.py")
 	want, err := os.ReadFile(sub)
 	if err != nil {

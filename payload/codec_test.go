@@ -12,6 +12,7 @@ import (
 )
 
 func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
 	zlibOf := func(s string) string {
 		var b bytes.Buffer
 		w := zlib.NewWriter(&b)
@@ -36,6 +37,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := Decode(tt.encoded)
 			var je *Error
 			if !errors.As(err, &je) || je.Kind != tt.kind {
@@ -46,6 +48,7 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestZipBombStopped(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	w, _ := zlib.NewWriterLevel(&b, zlib.BestCompression)
 	zeros := make([]byte, 1<<20)
@@ -65,6 +68,7 @@ func TestZipBombStopped(t *testing.T) {
 }
 
 func TestParseInputTellsFormsApart(t *testing.T) {
+	t.Parallel()
 	js, _ := os.ReadFile("testdata/vectoradd.json")
 	fromJSON, err := ParseInput(js)
 	if err != nil {
@@ -80,6 +84,7 @@ func TestParseInputTellsFormsApart(t *testing.T) {
 }
 
 func TestPythonJSON(t *testing.T) {
+	t.Parallel()
 	got, err := PythonJSON([]byte(`{"b":1,"a":[true,null,"é☃𝄞\u0001\"\\"],"c":{}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +99,7 @@ func TestPythonJSON(t *testing.T) {
 // Python: what kbgen encodes decodes in Kernelbot's code path to the same
 // json.dumps text, and what Python encodes decodes here.
 func TestKernelbotPythonInterop(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not on PATH: Python interop not checked")
@@ -130,6 +136,7 @@ sys.stdout.write(base64.b64encode(zlib.compress(json.dumps(cfg).encode("utf-8"))
 }
 
 func TestParseJSONRejectsTrailingData(t *testing.T) {
+	t.Parallel()
 	_, err := ParseJSON([]byte(`{"lang": "py"} {"lang": "cu"}`))
 	var je *Error
 	if !errors.As(err, &je) || je.Kind != KindNotJSON {
@@ -138,6 +145,7 @@ func TestParseJSONRejectsTrailingData(t *testing.T) {
 }
 
 func TestParseJSONRejectsInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	_, err := ParseJSON([]byte("{\"lang\": \"py\", \"x\": \"\xff\"}"))
 	var je *Error
 	if !errors.As(err, &je) || je.Kind != KindNotJSON || !strings.Contains(err.Error(), "UTF-8") {

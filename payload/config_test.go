@@ -18,6 +18,7 @@ func validPy() *Config {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		mutate func(c *Config)
@@ -46,6 +47,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			c := validPy()
 			tt.mutate(c)
 			err := c.Validate()
@@ -70,6 +72,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestModeTimeoutsAndRuns(t *testing.T) {
+	t.Parallel()
 	c := validPy()
 	c.TestTimeout, c.RankedTimeout = 10, 30
 	if got := c.ModeTimeout(ModeTest); got != 10*time.Second {
@@ -91,6 +94,7 @@ func TestModeTimeoutsAndRuns(t *testing.T) {
 }
 
 func TestUnknownKeysRoundTrip(t *testing.T) {
+	t.Parallel()
 	js, err := os.ReadFile("testdata/vectoradd.json")
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +126,7 @@ func TestUnknownKeysRoundTrip(t *testing.T) {
 }
 
 func TestCaseLinePythonStr(t *testing.T) {
+	t.Parallel()
 	var c Case
 	if err := json.Unmarshal([]byte(`{"n": 3, "s": "x y", "b": true, "f": false, "z": null, "r": 1.5}`), &c); err != nil {
 		t.Fatal(err)
@@ -138,6 +143,7 @@ func jsonEqual(a, b any) bool {
 }
 
 func TestScalarStringsHaveOneSpelling(t *testing.T) {
+	t.Parallel()
 	var a, b Scalar
 	if err := json.Unmarshal([]byte(`"\u001A\u00e9"`), &a); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestSplitJoinEnv(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{10, MaxEnvValue, MaxEnvValue + 1, 3*MaxEnvValue + 7} {
 		enc := strings.Repeat("A", size)
 		env := SplitEnv(enc)
@@ -32,6 +33,7 @@ func TestSplitJoinEnv(t *testing.T) {
 }
 
 func TestJoinEnvDetectsTampering(t *testing.T) {
+	t.Parallel()
 	env := SplitEnv(strings.Repeat("B", 2*MaxEnvValue+5))
 	delete(env, contract.EnvPayload+"_2")
 	_, err := JoinEnv(contract.MapLookup(env))
@@ -46,6 +48,7 @@ func TestJoinEnvDetectsTampering(t *testing.T) {
 }
 
 func TestIsPayloadEnvKey(t *testing.T) {
+	t.Parallel()
 	for k, want := range map[string]bool{
 		"KERNELBOT_PAYLOAD": true, "KERNELBOT_PAYLOAD_0": true, "KERNELBOT_PAYLOAD_12": true,
 		"KERNELBOT_PAYLOAD_SHA256": true, "KERNELBOT_PAYLOAD_X": false, "KERNELBOT_RUN_ID": false, "PATH": false,

@@ -32,6 +32,7 @@ func gigabyteBomb(t *testing.T) string {
 }
 
 func TestGigabyteZipBombStopped(t *testing.T) {
+	t.Parallel()
 	enc := gigabyteBomb(t)
 	if len(enc) > MaxEncodedBytes {
 		t.Fatalf("bomb of %d bytes is over the encoded limit; it would not test the inflate limit", len(enc))
@@ -77,6 +78,7 @@ func TestGigabyteZipBombStopped(t *testing.T) {
 }
 
 func TestJSONDepthLimit(t *testing.T) {
+	t.Parallel()
 	nest := func(depth int) string {
 		// The config object itself is level 1.
 		return `{"lang":"py","mode":"test","sources":{"a.py":""},"main":"a.py","tests":[{"n":1}],"x":` +
@@ -103,6 +105,7 @@ func TestJSONDepthLimit(t *testing.T) {
 }
 
 func TestHugeJSONLimits(t *testing.T) {
+	t.Parallel()
 	big := `{"lang":"py","mode":"test","main":"a.py","tests":[{"n":1}],"sources":{"a.py":"` + strings.Repeat("x", MaxInflatedBytes) + `"}}`
 	_, err := ParseJSON([]byte(big))
 	var je *Error
@@ -138,6 +141,7 @@ func TestHugeJSONLimits(t *testing.T) {
 // kbgen must read the same job, not a merge of both (a differential that
 // would let a crafted payload add files Kernelbot's backend never saw).
 func TestDuplicateKeysLastWins(t *testing.T) {
+	t.Parallel()
 	js := `{"lang":"py","mode":"test","main":"eval.py",` +
 		`"sources":{"eval.py":"","extra.py":"1"},"sources":{"eval.py":"","submission.py":""},` +
 		`"defines":{"A":1},"defines":{"B":2},"tests":[{"n":1}],"tests":[{"n":2}],"seed":5,"seed":null}`

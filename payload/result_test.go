@@ -10,6 +10,7 @@ import (
 // TestFailedCarriesKernelbotsDeviceCount: a failure nothing was probed for
 // says device_count 1, Kernelbot's default, not 0; a probed count stays.
 func TestFailedCarriesKernelbotsDeviceCount(t *testing.T) {
+	t.Parallel()
 	b, err := json.Marshal(Failed(SystemInfo{}, errors.New("no agent took it")))
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +24,7 @@ func TestFailedCarriesKernelbotsDeviceCount(t *testing.T) {
 }
 
 func TestImpliedMode(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		runs []string
 		want Mode
@@ -46,6 +48,7 @@ func TestImpliedMode(t *testing.T) {
 }
 
 func TestParseMode(t *testing.T) {
+	t.Parallel()
 	for _, m := range Modes {
 		if got, err := ParseMode(string(m)); err != nil || got != m {
 			t.Errorf("ParseMode(%q) = %q, %v", m, got, err)

@@ -9,8 +9,10 @@ import (
 )
 
 func TestGenerateEveryAlgorithm(t *testing.T) {
+	t.Parallel()
 	for _, alg := range Algorithms {
 		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
 			kp, err := Generate(alg, "")
 			if err != nil {
 				t.Fatal(err)
@@ -61,6 +63,7 @@ func TestGenerateEveryAlgorithm(t *testing.T) {
 }
 
 func TestParsePrivateKeySelection(t *testing.T) {
+	t.Parallel()
 	one, _ := Generate("EdDSA", "one")
 	two, _ := Generate("EdDSA", "two")
 	var a, b struct {
@@ -92,6 +95,7 @@ func TestParsePrivateKeySelection(t *testing.T) {
 }
 
 func TestWriteKeyFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "k.json")
 	if err := WriteKeyFile(p, []byte("a"), 0o600, false); err != nil {

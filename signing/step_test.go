@@ -40,8 +40,10 @@ func testKeys(t *testing.T, alg, kid string) (jwk.Key, jwk.Set) {
 }
 
 func TestStepSignatureVerifies(t *testing.T) {
+	t.Parallel()
 	for _, alg := range []string{"EdDSA", "ES512"} {
 		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
 			priv, pub := testKeys(t, alg, "k-"+alg)
 			tok, err := SignStep(testClaim(), priv)
 			if err != nil {
@@ -61,6 +63,7 @@ func TestStepSignatureVerifies(t *testing.T) {
 // changed in any of them, a missing or foreign signature, is refused with
 // a *StepSignatureError that names what changed.
 func TestStepSignatureRefuses(t *testing.T) {
+	t.Parallel()
 	priv, pub := testKeys(t, "EdDSA", "kernelbot")
 	tok, err := SignStep(testClaim(), priv)
 	if err != nil {
@@ -100,6 +103,7 @@ func TestStepSignatureRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			run := testClaim()
 			tt.change(&run)
 			err := VerifyStep(tt.token, pub, run)
@@ -122,6 +126,7 @@ func swapBody(a, b string) string {
 }
 
 func TestStepSignatureKeyRotation(t *testing.T) {
+	t.Parallel()
 	oldPriv, oldPub := testKeys(t, "EdDSA", "old")
 	_, newPub := testKeys(t, "ES512", "new")
 	k, _ := oldPub.Key(0)

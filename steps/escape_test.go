@@ -3,6 +3,7 @@ package steps
 import "testing"
 
 func TestEscapeRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"", "plain", "$HOME", "${X:-y}", "$(id)", "$$", "a$$b$c", "\\$"} {
 		e := Escape(s)
 		for i := 0; i < len(e); i++ {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestKubernetesQuantity(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{"64g": "64Gi", "512m": "512Mi", "8k": "8Ki", "1024": "1024", "100b": "100", "2G": "2Gi"} {
 		got, err := kubernetesQuantity(in)
 		if err != nil || got != want {
@@ -22,6 +23,7 @@ func TestKubernetesQuantity(t *testing.T) {
 }
 
 func TestKubernetesPodSpecIsGuaranteedQoS(t *testing.T) {
+	t.Parallel()
 	for runtime, gpuRes := range map[contract.Runtime]string{contract.RuntimeNVIDIA: NVIDIAGPUResource, contract.RuntimeROCm: AMDGPUResource} {
 		spec, err := KubernetesPodSpec(GPUDockerConfig{Image: "img:1", Runtime: runtime, GPUs: 1, CPUs: 8, Memory: "64g", ShmSize: "16g", PidsLimit: 4096, Network: "none"})
 		if err != nil {

@@ -44,6 +44,7 @@ func loadPluginSchema(t *testing.T) pluginSchema {
 // TestPluginSchemaMatchesConfigType keeps plugin.yml and GPUDockerConfig in
 // step: the same keys, all required, nothing else allowed.
 func TestPluginSchemaMatchesConfigType(t *testing.T) {
+	t.Parallel()
 	s := loadPluginSchema(t)
 	var fields []string
 	rt := reflect.TypeOf(GPUDockerConfig{})
@@ -74,6 +75,7 @@ func TestPluginSchemaMatchesConfigType(t *testing.T) {
 // TestGoldenPluginConfigsValidate checks every plugin block the generator
 // emitted (the golden pipelines) against plugin.yml's schema.
 func TestGoldenPluginConfigsValidate(t *testing.T) {
+	t.Parallel()
 	s := loadPluginSchema(t)
 	files, _ := filepath.Glob("../golden/pipelines/*/*.yml")
 	if len(files) == 0 {

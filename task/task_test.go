@@ -11,6 +11,7 @@ import (
 )
 
 func TestBuildPython(t *testing.T) {
+	t.Parallel()
 	c, err := Build("testdata/py", "testdata/submission.py", payload.ModeLeaderboard)
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +34,7 @@ func TestBuildPython(t *testing.T) {
 }
 
 func TestBuildCUDA(t *testing.T) {
+	t.Parallel()
 	c, err := Build("testdata/cu/task.yml", "testdata/submission.py", payload.ModeTest)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +50,7 @@ func TestBuildCUDA(t *testing.T) {
 }
 
 func TestBuildCaseLineKeepsTaskOrder(t *testing.T) {
+	t.Parallel()
 	c, err := Build("testdata/py", "testdata/submission.py", payload.ModeTest)
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +61,7 @@ func TestBuildCaseLineKeepsTaskOrder(t *testing.T) {
 }
 
 func TestBuildErrors(t *testing.T) {
+	t.Parallel()
 	const okFiles = `files:
   - {"name": "submission.py", "source": "@SUBMISSION@"}
   - {"name": "eval.py", "source": "eval.py"}
@@ -94,6 +98,7 @@ func TestBuildErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			writeFile(t, filepath.Join(dir, "eval.py"), "print(1)\n")
 			writeFile(t, filepath.Join(dir, "sub.py"), "x = 1\n")
@@ -122,6 +127,7 @@ func TestBuildErrors(t *testing.T) {
 }
 
 func TestBuildMissingSubmission(t *testing.T) {
+	t.Parallel()
 	_, err := Build("testdata/py", "testdata/nope.py", payload.ModeTest)
 	if err == nil || !strings.HasPrefix(err.Error(), "reading submission: open testdata/nope.py") {
 		t.Errorf("error = %v, want a reading submission error", err)
@@ -129,6 +135,7 @@ func TestBuildMissingSubmission(t *testing.T) {
 }
 
 func TestLoadTestdataErrors(t *testing.T) {
+	t.Parallel()
 	for dir, want := range map[string]string{
 		"testdata/bad_placeholder": "files[0]: unknown placeholder @EVAL_CU@",
 		"testdata/multigpu":        "benchmarks[0]: a multi_gpu task gives every case a world_size",

@@ -59,7 +59,7 @@ func TestPrintedCommandLines(t *testing.T) {
 	needPython3(t)
 	bin := kbgenbin.Path(t)
 	fake := fakebuildkite.New(nil)
-	defer fake.Close()
+	t.Cleanup(fake.Close) // after the parallel pages, not when this function returns
 	fake.SetScript(fakebuildkite.Script{BootStart: 50 * time.Millisecond, Uploaded: 100 * time.Millisecond, EvalStart: 150 * time.Millisecond, Finish: 500 * time.Millisecond})
 	for range 1234 { // `kbgen wait 1234`, `kbgen result 1234`
 		fake.Seed("seeded", "nvidia-h100", fakebuildkite.QuickScript, time.Hour)
@@ -74,33 +74,54 @@ func TestPrintedCommandLines(t *testing.T) {
 	}
 	docker := dockerImageForRecipe(t)
 
-	var dir, prelude, where string
-	for _, p := range lines {
-		if p.where != where { // each page starts in a fresh repository root
-			where, prelude, dir = p.where, "", repoRoot(t)
-		}
-		t.Run(p.where+": "+p.line, func(t *testing.T) {
-			if reason := notRunnable(p.line, docker); reason != "" {
-				parsesOnly(t, p.line, reason)
-				return
-			}
-			script := prelude + strings.Replace(p.line, "go run ./cmd/kbgen", "kbgen", 1)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, "bash", "-c", script)
-			cmd.Dir, cmd.Env = dir, cmdEnv(shims, dir, fake)
-			out, _ := cmd.CombinedOutput()
-			want := 0
-			if strings.Contains(comment(p.line), "fails") {
-				want = 1
-			}
-			if got := cmd.ProcessState.ExitCode(); got != want {
-				t.Errorf("exit %d, want %d; output:\n%s", got, want, tailLines(string(out), 30))
+	// Pages run in parallel, each in its own fresh repository root; a
+	// page's lines run in order, as a reader types them (an export carries
+	// on to the lines after it).
+	for _, page := range byPage(lines) {
+		t.Run(page[0].where, func(t *testing.T) {
+			t.Parallel()
+			dir, prelude := repoRoot(t), ""
+			for _, p := range page {
+				t.Run(p.line, func(t *testing.T) { runPrinted(t, p.line, prelude, docker, dir, shims, fake) })
+				if strings.HasPrefix(p.line, "export ") {
+					prelude += p.line + "\nexport BUILDKITE_API_TOKEN=\"$KBGEN_TEST_API_TOKEN\"\n"
+				}
 			}
 		})
-		if strings.HasPrefix(p.line, "export ") {
-			prelude += p.line + "\nexport BUILDKITE_API_TOKEN=\"$KBGEN_TEST_API_TOKEN\"\n"
+	}
+}
+
+// byPage splits lines into runs of the same page, in order.
+func byPage(lines []printed) [][]printed {
+	var pages [][]printed
+	for i, p := range lines {
+		if i == 0 || p.where != lines[i-1].where {
+			pages = append(pages, nil)
 		}
+		pages[len(pages)-1] = append(pages[len(pages)-1], p)
+	}
+	return pages
+}
+
+// runPrinted runs one printed line after its page's exports, in dir: it
+// must exit 0, or 1 where its comment says it fails.
+func runPrinted(t *testing.T, line, prelude, docker, dir, shims string, fake *fakebuildkite.Server) {
+	if reason := notRunnable(line, docker); reason != "" {
+		parsesOnly(t, line, reason)
+		return
+	}
+	script := prelude + strings.Replace(line, "go run ./cmd/kbgen", "kbgen", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir, cmd.Env = dir, cmdEnv(shims, dir, fake)
+	out, _ := cmd.CombinedOutput()
+	want := 0
+	if strings.Contains(comment(line), "fails") {
+		want = 1
+	}
+	if got := cmd.ProcessState.ExitCode(); got != want {
+		t.Errorf("exit %d, want %d; output:\n%s", got, want, tailLines(string(out), 30))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseFormat(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want []int

@@ -23,6 +23,7 @@ var cases = []struct{ in, want string }{
 }
 
 func TestQuoteIsShlexQuote(t *testing.T) {
+	t.Parallel()
 	for _, c := range cases {
 		if got := Quote(c.in); got != c.want {
 			t.Errorf("Quote(%q) = %q, want %q", c.in, got, c.want)
@@ -31,6 +32,7 @@ func TestQuoteIsShlexQuote(t *testing.T) {
 }
 
 func TestJoinIsMakeCmd(t *testing.T) {
+	t.Parallel()
 	got := Join([]string{"python3", "eval.py", "it's a test", ""})
 	want := `python3 eval.py 'it'"'"'s a test' ''`
 	if got != want {
@@ -41,6 +43,7 @@ func TestJoinIsMakeCmd(t *testing.T) {
 // TestQuoteRoundTripsThroughSh checks what the rule is for: a quoted word
 // reads back as the original in a POSIX shell.
 func TestQuoteRoundTripsThroughSh(t *testing.T) {
+	t.Parallel()
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skip("no sh on PATH")

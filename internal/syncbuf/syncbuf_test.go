@@ -9,6 +9,7 @@ import (
 // Run with -race: concurrent writers and a reader must not race, and no
 // write is lost.
 func TestConcurrentWritesAndReads(t *testing.T) {
+	t.Parallel()
 	var b Buffer
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {

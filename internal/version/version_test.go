@@ -9,6 +9,7 @@ import (
 // TestFill checks what each source of a version wins over: -ldflags over
 // build info, build info over "dev".
 func TestFill(t *testing.T) {
+	t.Parallel()
 	vcs := []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.time", Value: "2026-11-24T12:00:00Z"}}
 	for _, tc := range []struct {
 		name                      string
@@ -42,6 +43,7 @@ func TestFill(t *testing.T) {
 }
 
 func TestAgentRange(t *testing.T) {
+	t.Parallel()
 	if got, want := AgentRange(), "buildkite-agent >= v3.50.2 (tested with v3.52.1)"; got != want {
 		t.Fatalf("AgentRange() = %q, want %q", got, want)
 	}
