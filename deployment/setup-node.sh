@@ -55,8 +55,23 @@ token_file="${ROOT%/}/etc/buildkite-agent/kbgen/token.env"
 kbgen_dest="${ROOT%/}/usr/local/bin/kbgen"
 jwks_file="${ROOT%/}/etc/buildkite-agent/kbgen/verification.jwks"
 plan_file="${ROOT%/}/etc/buildkite-agent/kbgen/plan.json"
+# The agent kbgen is tested with (docs/vendor-onboarding.md), and the oldest
+# it accepts.
+agent_version=3.52.1
+agent_min=3.50.2
 
 say() { printf '%s\n' "$*"; }
+# version_at_least A B: A (X.Y.Z) is B or newer.
+version_at_least() {
+  local i a b
+  IFS=. read -r -a a <<<"$1"
+  IFS=. read -r -a b <<<"$2"
+  for i in 0 1 2; do
+    ((10#${a[i]:-0} > 10#${b[i]:-0})) && return 0
+    ((10#${a[i]:-0} < 10#${b[i]:-0})) && return 1
+  done
+  return 0
+}
 missing=()
 ok() { say "ok:      $*"; }
 need() { missing+=("$1"); say "missing: $1"; }
@@ -141,18 +156,25 @@ fi
 
 agent_bin=$(command -v buildkite-agent 2>/dev/null || true)
 if [ -n "$agent_bin" ]; then
-  if { [ -n "${VERIFICATION_KEY:-}" ] || [ -f "$jwks_file" ]; } && ! "$agent_bin" start --help 2>&1 | grep -q -- '--verification-jwks-file'; then
-    # An older agent ignores verification-jwks-file and runs unsigned steps.
-    need "buildkite-agent: $("$agent_bin" --version 2>&1 | head -n 1) cannot verify signed pipelines (no --verification-jwks-file); upgrade it (apt-get install --only-upgrade buildkite-agent)"
+  agent_has=$("$agent_bin" --version 2>&1 | sed -n 's/.*version \([0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\).*/\1/p' | head -n 1)
+  if [ -z "$agent_has" ] || ! version_at_least "$agent_has" "$agent_min"; then
+    # v3.50.0 and v3.50.1 multiply job_status_interval by a second twice:
+    # a running job never sees a cancel or its timeout (fixed in v3.50.2).
+    need "buildkite-agent: version ${agent_has:-unknown} is older than $agent_min (a running job would never see a cancel or its timeout); install $agent_version: apt-get install buildkite-agent=$agent_version*"
+  elif { [ -n "${VERIFICATION_KEY:-}" ] || [ -f "$jwks_file" ]; } && ! "$agent_bin" start --help 2>&1 | grep -q -- '--job-verification-jwks-path'; then
+    # An agent without it ignores the key and runs unsigned steps.
+    need "buildkite-agent: $agent_has cannot verify signed pipelines (no --job-verification-jwks-path); install $agent_version: apt-get install buildkite-agent=$agent_version*"
+  elif [ "$agent_has" != "$agent_version" ]; then
+    ok "buildkite-agent $agent_bin $agent_has (kbgen is tested with $agent_version; signed steps need one agent version on the control agents and the nodes)"
   else
-    ok "buildkite-agent $agent_bin"
+    ok "buildkite-agent $agent_bin $agent_has"
   fi
 elif [ "$manage_system" = 0 ]; then
   agent_bin=/usr/bin/buildkite-agent
   ok "buildkite-agent: not installed (staging: not installing it)"
 elif command -v apt-get >/dev/null 2>&1; then
   agent_bin=/usr/bin/buildkite-agent
-  say "note:    buildkite-agent is not installed; it will be installed from Buildkite's apt repository"
+  say "note:    buildkite-agent is not installed; $agent_version will be installed from Buildkite's apt repository"
 else
   need "buildkite-agent: install it (https://buildkite.com/docs/agent/v3/installation); this script only knows apt"
 fi
@@ -201,7 +223,9 @@ if [ "$manage_system" = 1 ]; then
         >"$r/etc/apt/sources.list.d/buildkite-agent.list"
     fi
     run apt-get update
-    run apt-get install -y buildkite-agent
+    # The version kbgen is tested with, on every node and control agent:
+    # the agent verifies the step signatures its own version writes.
+    run apt-get install -y "buildkite-agent=$agent_version*"
   fi
   # The package's own single agent would run jobs outside any placement.
   if systemctl is-enabled buildkite-agent.service >/dev/null 2>&1; then

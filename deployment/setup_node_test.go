@@ -198,23 +198,49 @@ func TestSetupNodePrerequisites(t *testing.T) {
 			want: []string{"missing: root: run with sudo"},
 		},
 		{
+			name: "agent v3.50.1 never sees a cancel",
+			setup: func(e *setupEnv) {
+				e.nvidiaReady()
+				e.stub("buildkite-agent", `[ "$1" = --version ] && echo "buildkite-agent version 3.50.1, build 9"; [ "$1" = start ] && echo "   --job-verification-jwks-path value   Path"; exit 0`)
+			},
+			code: 1,
+			want: []string{"missing: buildkite-agent: version 3.50.1 is older than 3.50.2 (a running job would never see a cancel or its timeout); install 3.52.1"},
+		},
+		{
+			name: "agent without a version",
+			setup: func(e *setupEnv) {
+				e.nvidiaReady()
+				e.stub("buildkite-agent", `exit 0`)
+			},
+			code: 1,
+			want: []string{"missing: buildkite-agent: version unknown is older than 3.50.2"},
+		},
+		{
 			name: "agent too old to verify signatures",
 			setup: func(e *setupEnv) {
 				e.nvidiaReady()
 				e.vars["VERIFICATION_KEY"] = e.write("key.jwks", `{"keys":[]}`, 0o644)
-				e.stub("buildkite-agent", `[ "$1" = --version ] && echo "buildkite-agent version 3.50.0"; [ "$1" = start ] && echo "   --spawn value   The number of agents"; exit 0`)
+				e.stub("buildkite-agent", `[ "$1" = --version ] && echo "buildkite-agent version 3.50.4"; [ "$1" = start ] && echo "   --spawn value   The number of agents"; exit 0`)
 			},
 			code: 1,
-			want: []string{"missing: buildkite-agent: buildkite-agent version 3.50.0 cannot verify signed pipelines"},
+			want: []string{"missing: buildkite-agent: 3.50.4 cannot verify signed pipelines (no --job-verification-jwks-path)"},
 		},
 		{
 			name: "agent verifies signatures",
 			setup: func(e *setupEnv) {
 				e.nvidiaReady()
 				e.vars["VERIFICATION_KEY"] = e.write("key.jwks", `{"keys":[]}`, 0o644)
-				e.stub("buildkite-agent", `[ "$1" = start ] && echo "   --verification-jwks-file value   Path to a file"; exit 0`)
+				e.stub("buildkite-agent", `[ "$1" = --version ] && echo "buildkite-agent version 3.52.1, build 8"; [ "$1" = start ] && echo "   --job-verification-jwks-path value   Path to a file"; exit 0`)
 			},
-			want: []string{"ok:      buildkite-agent ", "== all prerequisites present"},
+			want: []string{"ok:      buildkite-agent ", " 3.52.1\n", "== all prerequisites present"},
+		},
+		{
+			name: "another agent version says what kbgen is tested with",
+			setup: func(e *setupEnv) {
+				e.nvidiaReady()
+				e.stub("buildkite-agent", `[ "$1" = --version ] && echo "buildkite-agent version 3.60.0, build 8"; exit 0`)
+			},
+			want: []string{"3.60.0 (kbgen is tested with 3.52.1;", "== all prerequisites present"},
 		},
 		{
 			name:  "unreadable verification key",
@@ -372,7 +398,7 @@ func TestSetupNodeManagesSystem(t *testing.T) {
 	}
 	calls := readCalls(t, log)
 	for _, want := range []string{
-		"apt-get install -y buildkite-agent",
+		"apt-get install -y buildkite-agent=3.52.1*",
 		"systemctl disable --now buildkite-agent.service",
 		"useradd --system --create-home --home-dir /var/lib/buildkite-agent --shell /usr/sbin/nologin buildkite-agent",
 		"usermod -aG docker buildkite-agent",
@@ -390,7 +416,7 @@ func TestSetupNodeManagesSystem(t *testing.T) {
 	wantLines(t, out, "== 2 agents enabled for queue nvidia-l40s")
 
 	// Second run: the agent is installed now, nothing changed.
-	e.stub("buildkite-agent", "exit 0")
+	e.stub("buildkite-agent", `[ "$1" = --version ] && echo "buildkite-agent version 3.52.1, build 8"; exit 0`)
 	out, code = e.run()
 	if code != 0 {
 		t.Fatalf("second run exit %d:\n%s", code, out)

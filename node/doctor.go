@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/sandbox"
 	"github.com/gpu-mode/kbgen/steps"
@@ -84,7 +86,7 @@ func (d *Doctor) Run(ctx context.Context) []Check {
 		out = append(out, fail("isolation", "not checked: no agents installed"))
 		return out
 	}
-	out = append(out, d.checkStatic(), d.checkPluginPin(plan))
+	out = append(out, d.checkStatic(), d.checkPluginPin(plan), d.checkAgentVersion(ctx))
 	for _, a := range plan.Agents {
 		out = append(out, d.checkUnit(ctx, a.GPU.Index))
 	}
@@ -217,6 +219,46 @@ func (d *Doctor) checkCgroupV2(ctx context.Context, dockerOK bool) Check {
 		}
 	}
 	return pass(name, "cpuset, memory and pids controllers")
+}
+
+// checkAgentVersion runs the installed units' buildkite-agent --version:
+// older than bkagent.MinVersion fails (a running job would never see a
+// cancel or its timeout); another version than the tested one passes with
+// a note, since control agents and nodes must run the same one.
+func (d *Doctor) checkAgentVersion(ctx context.Context) Check {
+	const name = "buildkite-agent"
+	bin := d.agentBinary()
+	out, err := d.Runner.Output(ctx, bin, "--version")
+	if err != nil {
+		return fail(name, "%s --version: %v (install %s)", bin, err, bkagent.TestedVersion)
+	}
+	v, err := bkagent.ParseVersion(string(out))
+	if err != nil {
+		return fail(name, "%s: %v", bin, err)
+	}
+	if err := bkagent.CheckVersion(v); err != nil {
+		return fail(name, "%v", err)
+	}
+	if v.String() != bkagent.TestedVersion {
+		return pass(name, "%s %s (kbgen is tested with %s; the control agents must run the same version)", bin, v, bkagent.TestedVersion)
+	}
+	return pass(name, "%s %s", bin, v)
+}
+
+// agentBinary is the executable of the installed unit's ExecStart, or
+// the packages' default.
+func (d *Doctor) agentBinary() string {
+	unit, err := fs.ReadFile(d.Root, strings.TrimPrefix(path.Join(SystemdDir, UnitName), "/"))
+	if err == nil {
+		for _, line := range strings.Split(string(unit), "\n") {
+			if rest, ok := strings.CutPrefix(line, "ExecStart="); ok {
+				if f := strings.Fields(rest); len(f) > 0 {
+					return f[0]
+				}
+			}
+		}
+	}
+	return DefaultAgentBinary
 }
 
 func (d *Doctor) checkUnit(ctx context.Context, index int) Check {

@@ -101,6 +101,7 @@ func h100Node(t *testing.T) *fakeNode {
 		"docker version --format {{.Server.Version}}":    "27.3.1\n",
 		"docker info --format {{.CgroupVersion}}":        "2\n",
 		"nvidia-ctk --version":                           "NVIDIA Container Toolkit CLI version 1.17.3\n",
+		DefaultAgentBinary + " --version":                "buildkite-agent version 3.52.1, build 8\n",
 	}}
 	for i, line := range strings.Split(strings.TrimSpace(string(smi)), "\n") {
 		uuid := strings.TrimSpace(strings.Split(line, ",")[1])
@@ -134,9 +135,9 @@ func TestDoctorHealthyNVIDIA(t *testing.T) {
 		t.Errorf("healthy node failed checks:\n%s", strings.Join(failed, "\n"))
 	}
 	// installed, driver, docker, toolkit, cgroup, static kbgen (skipped),
-	// plugin pin, 8 units, housekeeping, 8 isolation probes.
-	if n != 5+2+8+1+8 {
-		t.Errorf("%d checks, want 24", n)
+	// plugin pin, agent version, 8 units, housekeeping, 8 isolation probes.
+	if n != 5+3+8+1+8 {
+		t.Errorf("%d checks, want 25", n)
 	}
 	// The probe runs exactly the sandbox's argv: --gpus by UUID and the
 	// agent's cpuset, no network.
@@ -188,6 +189,12 @@ func TestDoctorFailures(t *testing.T) {
 		{"no docker", func(f *fakeNode, root fstest.MapFS) {
 			delete(f.outputs, "docker version --format {{.Server.Version}}")
 		}, []string{"docker: cannot reach the docker engine", "isolation gpu7: not checked: docker is not reachable"}},
+		{"agent v3.50.1", func(f *fakeNode, root fstest.MapFS) {
+			f.outputs[DefaultAgentBinary+" --version"] = "buildkite-agent version 3.50.1, build 3\n"
+		}, []string{"buildkite-agent: buildkite-agent 3.50.1 is older than 3.50.2: a running job would never see a cancel or its timeout"}},
+		{"no agent", func(f *fakeNode, root fstest.MapFS) {
+			delete(f.outputs, DefaultAgentBinary+" --version")
+		}, []string{"buildkite-agent: /usr/bin/buildkite-agent --version:"}},
 		{"nothing installed", func(f *fakeNode, root fstest.MapFS) {
 			delete(root, "etc/buildkite-agent/kbgen/plan.json")
 		}, []string{"agents installed: no /etc/buildkite-agent/kbgen/plan.json", "agent units: not checked"}},
@@ -230,6 +237,7 @@ func TestDoctorAMD(t *testing.T) {
 	f := &fakeNode{outputs: map[string]string{
 		"docker version --format {{.Server.Version}}": "27.3.1\n",
 		"docker info --format {{.CgroupVersion}}":     "2\n",
+		DefaultAgentBinary + " --version":             "buildkite-agent version 3.60.0, build 1\n",
 	}}
 	for i := 0; i < 8; i++ {
 		f.outputs[fmt.Sprintf("systemctl is-active buildkite-agent-gpu@%d.service", i)] = "active\n"
@@ -237,7 +245,7 @@ func TestDoctorAMD(t *testing.T) {
 	d := newDoctor(root, f)
 	d.SandboxHost.SysfsRoot = "testdata/mi300xx8/sys"
 	failed, n := summarize(d.Run(context.Background()))
-	if len(failed) > 0 || n != 24 {
+	if len(failed) > 0 || n != 25 {
 		t.Errorf("%d checks, failures:\n%s", n, strings.Join(failed, "\n"))
 	}
 	delete(root, "dev/dri/renderD133")

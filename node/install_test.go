@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/golden"
 )
@@ -102,8 +103,7 @@ func TestRenderContents(t *testing.T) {
 		`hooks-path="/etc/buildkite-agent/kbgen/gpu3/hooks"`,
 		`plugins-path="/var/lib/buildkite-agent/kbgen/gpu3/plugins"`,
 		"spawn=1\n",
-		`verification-jwks-file="/etc/buildkite-agent/kbgen/verification.jwks"`,
-		"verification-failure-behavior=block\n",
+		"kbgen step\n# signature does not verify with /etc/buildkite-agent/kbgen/verification.jwks",
 	} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("gpu3 config lacks %q:\n%s", want, cfg)
@@ -139,7 +139,7 @@ func TestRenderContents(t *testing.T) {
 	}
 	// Without a key there is no verification line; without a token no token file.
 	for _, f := range renderFixture(t, "mi300xx8", "amd-mi300", false) {
-		if f.Path == TokenFile || strings.Contains(string(f.Data), "verification-jwks-file") {
+		if f.Path == TokenFile || strings.Contains(string(f.Data), "verification.jwks") {
 			t.Errorf("%s rendered without a token or key", f.Path)
 		}
 		if f.Path == "/etc/buildkite-agent/kbgen/gpu2/hooks/environment" {
@@ -398,7 +398,7 @@ func snapshotRel(t *testing.T, root string) map[string]string {
 func TestRenderedConfigLoadsInRealAgent(t *testing.T) {
 	agent, err := exec.LookPath("buildkite-agent")
 	if err != nil {
-		t.Skip("buildkite-agent not on PATH: rendered config not loaded by the real agent (go install github.com/buildkite/agent/v3@v3.50.0)")
+		t.Skip("buildkite-agent not on PATH: rendered config not loaded by the real agent (" + bkagent.InstallHint + ")")
 	}
 	dir := t.TempDir()
 	var cfg []byte

@@ -200,8 +200,9 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		}
 		ad.Env = a.Env(p.Runtime, p.CgroupVersion)
 		if opts.VerificationJWKS != nil {
-			// kbgen sandbox checks each step's own signature with it: the
-			// agent (v3.50) does not verify on the job's path.
+			// kbgen sandbox checks each step's own signature with it:
+			// buildkite-agent v3.52.1 cannot verify a step with a plugin
+			// (fixed in v3.53.0), and the eval step always has one.
 			ad.Env = append(ad.Env, EnvVar{Name: contract.EnvVerificationKey, Value: JWKSFile})
 		}
 		dir := path.Join(ConfigDir, a.ID)

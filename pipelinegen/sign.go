@@ -119,8 +119,9 @@ func copySignatures(dst, src pipeline.Steps) error {
 	return nil
 }
 
-// Verify checks p the way a vendor agent started with
-// --verification-jwks-file and verification-failure-behavior=block would,
+// Verify checks p the way a vendor agent that verifies go-pipeline
+// signatures (v3.53 and newer, --job-verification-jwks-path, behaviour
+// block) would,
 // after the upload's interpolation: every command step must carry a
 // signature that verifies with one of keys for repoURL; an empty key set
 // is an error, not a pass. It also checks the binding the signature

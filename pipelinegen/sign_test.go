@@ -254,8 +254,8 @@ func TestSignSurvivesAgentInterpolation(t *testing.T) {
 
 // TestRealAgentKeepsSignatures pipes kbgen-signed golden pipelines through
 // the real `buildkite-agent pipeline upload --dry-run` and verifies what the
-// agent would send to Buildkite. v3.50.0 has no JWKS verification of its
-// own (no `tool verify`, no --verification-jwks-file; those came later), so
+// agent would send to Buildkite. v3.52.1 has no `tool verify`, and its own
+// verification cannot check a step with a plugin (fixed in v3.53.0), so
 // go-pipeline's verifier, the one newer agents use, checks its output.
 func TestRealAgentKeepsSignatures(t *testing.T) {
 	agent := agentBinary(t)

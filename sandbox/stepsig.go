@@ -10,8 +10,8 @@ import (
 )
 
 // CheckStepSignature is kbgen's own check that the step about to run is
-// the one `kbgen generate` signed, for agents (v3.50) that do not verify
-// Buildkite's step signature themselves. On a node whose environment hook
+// the one `kbgen generate` signed, for agents (v3.52.1) that cannot verify
+// Buildkite's step signature on a step with a plugin. On a node whose environment hook
 // sets KBGEN_VERIFICATION_KEY it rebuilds the claim from what the sandbox
 // acts on: the command argv, the plugin list and gpu-docker config, the
 // StepEnv variables, the payload's checksum ("" without one) and the

@@ -4,7 +4,7 @@
 # signing key) take every job from the local Buildkite (internal/fakebuildkite
 # live mode); real Docker, real kbgen. See docs/testing.md.
 #
-# Needs docker, buildkite-agent v3.50.0 and git; the runner image is built
+# Needs docker, buildkite-agent v3.52.1 and git; the runner image is built
 # with debootstrap on first use (KBGEN_TEST_PYTHON_IMAGE=1, set here). A test
 # whose tool is missing skips and says why. Ends with "N passed, M failed".
 set -uo pipefail

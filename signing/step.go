@@ -17,8 +17,9 @@ import (
 
 // StepClaim is exactly what the agent host acts on for one eval step, as
 // `kbgen generate` planned it. Buildkite's own step signature covers the
-// same ground, but buildkite-agent v3.50 does not verify it on the job's
-// path, so kbgen signs this claim itself (contract.EnvStepSignature) and
+// same ground, but buildkite-agent v3.52.1 refuses every signed step with
+// a plugin (it decodes the job's step without its plugins; fixed in
+// v3.53.0), so kbgen signs this claim itself (contract.EnvStepSignature) and
 // `kbgen sandbox` checks it against what it is about to run.
 //
 // Every field is in a canonical form both sides compute the same way: the

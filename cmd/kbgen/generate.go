@@ -27,9 +27,13 @@ type GenerateCmd struct {
 	Upload      bool   `help:"Pipe the pipeline into 'buildkite-agent pipeline upload' instead of printing it."`
 	Agent       string `help:"The agent CLI used by --upload." default:"${agent_cli}" hidden:""`
 
-	SigningKey   string `help:"Sign every step with the private JWKS in FILE (from 'kbgen keygen'), so vendor agents started with --verification-jwks-file run only steps kbgen generated. Default: KBGEN_SIGNING_KEY." placeholder:"FILE"`
+	SigningKey   string `help:"Sign every step with the private JWKS in FILE (from 'kbgen keygen'), so vendor nodes installed with --verification-key run only steps kbgen generated. Default: KBGEN_SIGNING_KEY." placeholder:"FILE"`
 	SigningKeyID string `help:"Key id to sign with when the JWKS holds several keys (during a rotation), e.g. kernelbot-2026-11. Default: KBGEN_SIGNING_KEY_ID, or the only key." placeholder:"ID"`
 	RepoURL      string `help:"Repository URL the signature binds, exactly as the agent sees it in BUILDKITE_REPO (e.g. https://github.com/gpu-mode/kbgen.git). Default: BUILDKITE_REPO." placeholder:"URL"`
+	// Off by default: a v3.52.1 agent refuses every step that carries
+	// Buildkite's signature, without a key (it cannot verify) or with one
+	// (it drops the step's plugins before checking: fixed in v3.53.0).
+	AgentSignature bool `help:"Also sign each step with Buildkite's own step signature, for a fleet whose agents (v3.53 or newer) verify it with job-verification-jwks-path. buildkite-agent v3.52.1 refuses every step that carries one. Default: KBGEN_AGENT_SIGNATURE=1."`
 
 	key jwk.Key // loaded from SigningKey by Run
 }
@@ -55,9 +59,13 @@ signing key,
 
   KBGEN_SIGNING_KEY=/etc/kbgen/signing-key.json kbgen generate --upload
 
-signs the eval step (command, plugins, env, repository) with the key; a
-vendor agent with verification-failure-behavior=block refuses it if any of
-that changed on the way.
+signs the eval step (command, plugins, env, payload, queue) with the key
+(KBGEN_STEP_SIGNATURE); on a node installed with --verification-key,
+kbgen sandbox refuses it (65) if any of that changed on the way. Add
+--agent-signature for agents that verify Buildkite's own step signature
+(v3.53 or newer; v3.52.1 refuses every step that carries one). A retried bootstrap uploads nothing twice:
+the upload sets meta-data kbgen_uploaded, and a second run that finds it
+stops there.
 
 Exit codes: 0 ok, 2 bad flags or unknown queue, 65 invalid job or build
 env (KERNELBOT_PRIORITY, KERNELBOT_IMAGE, multi-GPU on a one-GPU queue), 1
@@ -102,10 +110,26 @@ func (c *GenerateCmd) emit(g *Globals, p *pipeline.Pipeline) error {
 	if err != nil {
 		return fmt.Errorf("uploading pipeline: %w (run inside a Buildkite job, or print the pipeline without --upload)", err)
 	}
-	if err := agent.PipelineUpload(context.Background(), doc); err != nil {
+	ctx := context.Background()
+	// A bootstrap retried after its upload (its agent lost on the way out)
+	// must not upload a second eval step.
+	done, err := agent.MetaDataExists(ctx, contract.MetaDataUploaded)
+	if err != nil {
+		return err
+	}
+	if done {
+		fmt.Fprintf(g.Stderr, "kbgen: this build's pipeline was already uploaded (meta-data %s is set: a retried bootstrap); not uploading it again\n", contract.MetaDataUploaded)
+		return nil
+	}
+	if err := agent.PipelineUpload(ctx, doc); err != nil {
 		return err
 	}
 	fmt.Fprintln(g.Stderr, "kbgen: pipeline uploaded")
+	if err := agent.MetaDataSet(ctx, contract.MetaDataUploaded, []byte(g.Getenv(contract.EnvJobID))); err != nil {
+		// The upload stands; only a retry of this job would upload again,
+		// and Buildkite refuses its duplicate step key.
+		fmt.Fprintf(g.Stderr, "kbgen: warning: could not record the upload in meta-data %s: %v\n", contract.MetaDataUploaded, err)
+	}
 	return nil
 }
 
@@ -142,12 +166,14 @@ func (c *GenerateCmd) sign(g *Globals, p *pipeline.Pipeline) error {
 	if err := pipelinegen.SignEvalStep(p, c.key, sum); err != nil {
 		return err
 	}
-	if err := pipelinegen.Sign(context.Background(), p, c.key, c.RepoURL); err != nil {
-		return err
+	if c.AgentSignature || g.Getenv(contract.EnvAgentSignature) == "1" {
+		if err := pipelinegen.Sign(context.Background(), p, c.key, c.RepoURL); err != nil {
+			return err
+		}
 	}
 	signed := 0
 	for _, s := range p.Steps {
-		if cs, ok := s.(*pipeline.CommandStep); ok && cs.Signature != nil {
+		if cs, ok := s.(*pipeline.CommandStep); ok && (cs.Signature != nil || cs.Env[contract.EnvStepSignature] != "") {
 			signed++
 		}
 	}

@@ -111,37 +111,82 @@ func TestGenerateWithoutJobPasses(t *testing.T) {
 	}
 }
 
-// TestGenerateUploadPipesYAMLOnStdin uses a stand-in buildkite-agent that
-// records its argv and stdin: the pipeline must arrive on stdin, and a
-// failing agent must fail the command with the agent's message.
-func TestGenerateUploadPipesYAMLOnStdin(t *testing.T) {
-	dir := t.TempDir()
+// uploadAgent writes a stand-in buildkite-agent into dir that appends each
+// call's argv to dir/calls, keeps the pipeline it is given in dir/stdin,
+// keeps meta-data as files (exists exits 100 for a key not set, as the
+// real one does: clicommand/meta_data_exists.go), and fails the upload
+// when FAIL is set.
+func uploadAgent(t *testing.T, dir string) string {
+	t.Helper()
 	agent := filepath.Join(dir, "buildkite-agent")
-	script := "#!/bin/sh\necho \"$@\" > " + dir + "/argv\ncat > " + dir + "/stdin\n[ -z \"$FAIL\" ] || { echo 'pipeline upload failed: 422 invalid step' >&2; exit 1; }\n"
+	script := `#!/bin/sh
+echo "$*" >> ` + dir + `/calls
+case "$1 $2" in
+"meta-data exists") [ -f ` + dir + `/meta-"$3" ] || exit 100 ;;
+"meta-data set") cat > ` + dir + `/meta-"$3" ;;
+"pipeline upload") cat > ` + dir + `/stdin; [ -z "$FAIL" ] || { echo 'pipeline upload failed: 422 invalid step' >&2; exit 1; } ;;
+esac
+`
 	if err := os.WriteFile(agent, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := payload.SplitEnv(exampleEncoded(t))
-	env[contract.EnvQueue] = "h100"
-	r := runKbgen(t, env, "", "generate", "--upload", "--agent", agent)
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
-	}
-	argv, _ := os.ReadFile(filepath.Join(dir, "argv"))
-	stdin, _ := os.ReadFile(filepath.Join(dir, "stdin"))
-	if strings.TrimSpace(string(argv)) != "pipeline upload" {
-		t.Errorf("agent argv %q", argv)
-	}
-	if !strings.Contains(string(stdin), "command: kbgen run") {
-		t.Errorf("agent stdin lacks the pipeline: %q", stdin)
-	}
-	if r.stdout != "" {
-		t.Errorf("--upload printed the pipeline too: %q", r.stdout)
-	}
-	env["FAIL"] = "1"
-	r = runKbgen(t, env, "", "generate", "--upload", "--agent", agent)
-	if r.code != 1 || !strings.Contains(r.stderr, "422 invalid step") {
-		t.Fatalf("failing upload: exit %d %q", r.code, r.stderr)
+	return agent
+}
+
+// TestGenerateUpload: the pipeline goes to the agent on stdin; a
+// successful upload is recorded in meta-data kbgen_uploaded (the
+// bootstrap job's id), and a retried bootstrap that finds it uploads
+// nothing; a failing agent fails the command with its message and
+// records nothing.
+func TestGenerateUpload(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		env       map[string]string
+		runs      int
+		wantCode  int
+		wantCalls string
+		wantErr   string
+	}{
+		{name: "first upload", runs: 1,
+			wantCalls: "meta-data exists kbgen_uploaded\npipeline upload\nmeta-data set kbgen_uploaded\n"},
+		{name: "retried bootstrap uploads nothing", runs: 2,
+			wantCalls: "meta-data exists kbgen_uploaded\npipeline upload\nmeta-data set kbgen_uploaded\nmeta-data exists kbgen_uploaded\n",
+			wantErr:   "already uploaded"},
+		{name: "failing upload", runs: 1, env: map[string]string{"FAIL": "1"}, wantCode: 1,
+			wantCalls: "meta-data exists kbgen_uploaded\npipeline upload\n", wantErr: "422 invalid step"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			agent := uploadAgent(t, dir)
+			env := payload.SplitEnv(exampleEncoded(t))
+			env[contract.EnvQueue] = "h100"
+			env[contract.EnvJobID] = "job-1"
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			var r cliResult
+			for range tc.runs {
+				r = runKbgen(t, env, "", "generate", "--upload", "--agent", agent)
+			}
+			if r.code != tc.wantCode || !strings.Contains(r.stderr, tc.wantErr) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", r.code, r.stderr, tc.wantCode, tc.wantErr)
+			}
+			calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
+			if string(calls) != tc.wantCalls {
+				t.Errorf("agent calls\n%s\nwant\n%s", calls, tc.wantCalls)
+			}
+			if r.stdout != "" {
+				t.Errorf("--upload printed the pipeline too: %q", r.stdout)
+			}
+			if tc.wantCode != 0 {
+				return
+			}
+			stdin, _ := os.ReadFile(filepath.Join(dir, "stdin"))
+			marker, _ := os.ReadFile(filepath.Join(dir, "meta-kbgen_uploaded"))
+			if !strings.Contains(string(stdin), "command: kbgen run") || string(marker) != "job-1" {
+				t.Errorf("agent stdin %q, meta-data kbgen_uploaded %q; want the pipeline and job-1", stdin, marker)
+			}
+		})
 	}
 }
 

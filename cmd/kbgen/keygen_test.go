@@ -119,6 +119,15 @@ func TestGenerateSigns(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
+	// By default only kbgen's own step signature: Buildkite's would make
+	// every v3.52.1 agent refuse the step.
+	if strings.Contains(r.stdout, "signature:") || !strings.Contains(r.stdout, contract.EnvStepSignature) || !strings.Contains(r.stderr, `signed 1 step(s) with key "k1"`) {
+		t.Fatalf("want only KBGEN_STEP_SIGNATURE:\n%s\n%s", r.stdout, r.stderr)
+	}
+	r = runKbgen(t, env, "", "generate", "--agent-signature")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
 	if !strings.Contains(r.stdout, "signature:") || !strings.Contains(r.stderr, `signed 1 step(s) with key "k1"`) {
 		t.Fatalf("no signature:\n%s\n%s", r.stdout, r.stderr)
 	}

@@ -125,6 +125,29 @@ func (a *Agent) MetaDataSet(ctx context.Context, key string, value []byte) error
 	return a.run(ctx, "", value, "meta-data", "set", key)
 }
 
+// MetaDataExists reports whether the build's meta-data key is set.
+func (a *Agent) MetaDataExists(ctx context.Context, key string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, a.Path, "meta-data", "exists", key)
+	cmd.Env = a.Env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ee) && ee.ExitCode() == metaDataAbsent:
+		return false, nil
+	}
+	return false, fmt.Errorf("buildkite-agent meta-data exists failed: %v: %s", err, summary(out.String()))
+}
+
+// metaDataAbsent is `meta-data exists`'s exit status for a key not set
+// (clicommand/meta_data_exists.go).
+const metaDataAbsent = 100
+
 func (a *Agent) run(ctx context.Context, dir string, stdin []byte, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()

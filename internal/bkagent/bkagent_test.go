@@ -134,3 +134,29 @@ func TestSafeArtifactPath(t *testing.T) {
 		})
 	}
 }
+
+// TestMetaDataExists: set, not set (the agent's exit 100), and a failing
+// agent, which is an error rather than "not set".
+func TestMetaDataExists(t *testing.T) {
+	for _, tc := range []struct {
+		name, key string
+		env       []string
+		want      bool
+		wantErr   bool
+	}{
+		{"set", "kbgen_uploaded", []string{"BK_META_SET=kbgen_uploaded"}, true, false},
+		{"not set", "kbgen_uploaded", []string{"BK_META_SET=other"}, false, false},
+		{"agent fails", "kbgen_uploaded", []string{"BK_FAIL=meta-data"}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			agent, err := Find("", standIn(t, append(tc.env, "BK_LOG_DIR="+t.TempDir())...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := agent.MetaDataExists(context.Background(), tc.key)
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("MetaDataExists = %v, %v; want %v, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

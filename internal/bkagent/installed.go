@@ -8,10 +8,6 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
-// InstallHint is how to get the agent version kbgen is tested with
-// (newer tags need a module the proxy refuses).
-const InstallHint = "GOBIN=/tmp/bkbin go install github.com/buildkite/agent/v3@v3.50.0"
-
 // Installed finds the real buildkite-agent binary to start (`kbgen doctor
 // --e2e`, the real-agent tests), as an absolute path: getenv's
 // contract.EnvAgentBinary, then Binary on PATH, then /tmp/bkbin/agent,

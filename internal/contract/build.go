@@ -26,6 +26,11 @@ const (
 	MetaDataQueue = "queue"
 )
 
+// MetaDataUploaded is set (to the bootstrap job's id) by `kbgen generate
+// --upload` once the build's pipeline is uploaded: a retried bootstrap
+// finds it and uploads nothing, so a build never gets a second eval step.
+const MetaDataUploaded = "kbgen_uploaded"
+
 // NoiseFile is the noise record's name beside ResultFile: written by
 // `kbgen run` after a timed run (package noise), copied out by the
 // sandbox, uploaded with the result.

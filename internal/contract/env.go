@@ -79,6 +79,11 @@ const (
 	// EnvSigningKeyID picks the key to sign with when the JWKS holds
 	// several (--signing-key-id).
 	EnvSigningKeyID = "KBGEN_SIGNING_KEY_ID"
+	// EnvAgentSignature set to 1 also gives each step Buildkite's own
+	// `signature` (--agent-signature), for agents that verify it
+	// (v3.53 and newer). Off by default: buildkite-agent v3.52.1 refuses
+	// every step that carries one and has a plugin.
+	EnvAgentSignature = "KBGEN_AGENT_SIGNATURE"
 	// EnvDefaultBootstrapQueue is `kbgen submit --bootstrap-queue`'s
 	// default; submit sends it to the build as EnvBootstrapQueue.
 	EnvDefaultBootstrapQueue = "KBGEN_BOOTSTRAP_QUEUE"
@@ -91,8 +96,9 @@ const (
 	// JWS over signing.StepClaim (command, plugins, gpu-docker config, step
 	// env, payload SHA-256, queue), put in the step's env by `kbgen
 	// generate --signing-key` and checked by `kbgen sandbox` on a node that
-	// sets EnvVerificationKey. buildkite-agent v3.50 never verifies
-	// Buildkite's own step signature on the job's path; this one is.
+	// sets EnvVerificationKey. buildkite-agent v3.52.1 cannot verify
+	// Buildkite's own step signature on a step with a plugin (fixed in
+	// v3.53.0); this one is verified.
 	EnvStepSignature = "KBGEN_STEP_SIGNATURE"
 	// EnvVerificationKey is the public JWKS file `kbgen sandbox` verifies
 	// EnvStepSignature with. The agent's environment hook (written by

@@ -115,17 +115,18 @@ func RunDoctor(ctx context.Context, opts DoctorOptions) (*DoctorReport, error) {
 	progress("local Buildkite at %s (Agent API %s)", srv.URL(), srv.AgentEndpoint())
 
 	dir := filepath.Join(tmp, "agent")
-	if err := na.PrepareHooks(opts.Root, dir); err != nil {
+	cfg, err := na.Prepare(opts.Root, dir)
+	if err != nil {
 		return nil, err
 	}
-	signingKey, err := doctorKeys(opts.Root, tmp, dir)
+	signingKey, err := doctorKeys(opts.Root, tmp, dir, cfg)
 	if err != nil {
 		return nil, err
 	}
 	path := "PATH=" + filepath.Dir(opts.Kbgen) + ":" + os.Getenv("PATH")
 	name := "doctor-" + na.Plan.ID
 	a, err := StartAgent(AgentSpec{Binary: opts.AgentBinary, Name: name, Endpoint: srv.AgentEndpoint(), Token: srv.AgentToken(),
-		Config: na.Config, Dir: dir, Env: append(append([]string{}, na.Env...), path, "HOME="+dir, contract.EnvSigningKey+"="+signingKey)})
+		Config: cfg, Dir: dir, Env: append(append([]string{}, na.Env...), path, "HOME="+dir, contract.EnvSigningKey+"="+signingKey)})
 	if err != nil {
 		return nil, err
 	}
@@ -181,10 +182,11 @@ func commitAll(dir string) error {
 
 // doctorKeys makes a throwaway signing key for the doctor's own bootstrap
 // (a vendor does not hold Kernelbot's) and points the copied environment
-// hook in agentDir at its public half instead of the node's verification
-// key, so a node that verifies steps checks the doctor's step for real.
+// hook in agentDir and the copied agent config cfg at its public half
+// instead of the node's verification key, so a node that verifies steps
+// (the agent itself, and kbgen sandbox) checks the doctor's step for real.
 // It returns the private key file.
-func doctorKeys(root, tmp, agentDir string) (string, error) {
+func doctorKeys(root, tmp, agentDir, cfg string) (string, error) {
 	kp, err := signing.Generate("", "kbgen-doctor")
 	if err != nil {
 		return "", err
@@ -196,11 +198,15 @@ func doctorKeys(root, tmp, agentDir string) (string, error) {
 	if err := os.WriteFile(pub, kp.Public, 0o644); err != nil {
 		return "", err
 	}
-	hook := filepath.Join(agentDir, "hooks", "environment")
-	b, err := os.ReadFile(hook)
-	if err != nil {
-		return "", err
+	for _, f := range []string{filepath.Join(agentDir, "hooks", "environment"), cfg} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		b = bytes.ReplaceAll(b, []byte(filepath.Join(root, node.JWKSFile)), []byte(pub))
+		if err := os.WriteFile(f, b, 0o755); err != nil {
+			return "", err
+		}
 	}
-	b = bytes.ReplaceAll(b, []byte(filepath.Join(root, node.JWKSFile)), []byte(pub))
-	return priv, os.WriteFile(hook, b, 0o755)
+	return priv, nil
 }

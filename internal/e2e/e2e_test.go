@@ -297,9 +297,10 @@ func TestImageMissingOnOneAgent(t *testing.T) {
 	_ = h.gpus[0].Stop(15 * time.Second)
 	na := h.node[0]
 	dir := filepath.Join(h.dir, "agents", "noimage")
-	must(t, na.PrepareHooks(h.root, dir))
+	cfg, err := na.Prepare(h.root, dir)
+	must(t, err)
 	a, err := StartAgent(AgentSpec{Binary: h.agentBin, Name: "noimage", Endpoint: h.srv.AgentEndpoint(), Token: h.srv.AgentToken(),
-		Config: na.Config, Dir: dir, Env: append(append([]string{}, na.Env...), "PATH="+wrapped+":"+h.bin+":"+os.Getenv("PATH"), "HOME="+dir, "KBGEN_SANDBOX_NO_GPU=1"),
+		Config: cfg, Dir: dir, Env: append(append([]string{}, na.Env...), "PATH="+wrapped+":"+h.bin+":"+os.Getenv("PATH"), "HOME="+dir, "KBGEN_SANDBOX_NO_GPU=1"),
 		Args: []string{"--disconnect-after-job"}})
 	must(t, err)
 	t.Cleanup(func() { h.stopAgent(a) })

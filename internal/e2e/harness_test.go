@@ -209,10 +209,11 @@ func (h *harness) startControl(name string) *Agent {
 func (h *harness) startGPU(i int, name string) *Agent {
 	na := h.node[i]
 	dir := filepath.Join(h.dir, "agents", name)
-	must(h.t, na.PrepareHooks(h.root, dir))
+	cfg, err := na.Prepare(h.root, dir)
+	must(h.t, err)
 	env := append(append([]string{}, na.Env...), h.path(), "HOME="+dir, "KBGEN_SANDBOX_NO_GPU=1")
 	a, err := StartAgent(AgentSpec{Binary: h.agentBin, Name: name, Endpoint: h.srv.AgentEndpoint(), Token: h.srv.AgentToken(),
-		Config: na.Config, Dir: dir, Env: env})
+		Config: cfg, Dir: dir, Env: env})
 	must(h.t, err)
 	h.t.Cleanup(func() { h.stopAgent(a) })
 	return a

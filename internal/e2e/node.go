@@ -59,31 +59,40 @@ func readEnvFile(path string) ([]string, error) {
 	return env, sc.Err()
 }
 
-// PrepareHooks copies the agent's hooks (environment, post-checkout) into
-// dir/hooks. Under a staging root the copies point at the root's pinned
-// plugin and verification key instead of the node paths the hooks were
-// rendered for; under / they are the hooks as installed.
-func (na NodeAgent) PrepareHooks(root, dir string) error {
+// Prepare copies the agent's hooks (environment, post-checkout) into
+// dir/hooks and its config into dir/buildkite-agent.cfg, and returns the
+// config's copy for StartAgent. Under a staging root the copies point at
+// the root's pinned plugin and verification key (the agent's
+// job-verification-jwks-path, the sandbox's KBGEN_VERIFICATION_KEY)
+// instead of the node paths they were rendered for; under / they are the
+// files as installed.
+func (na NodeAgent) Prepare(root, dir string) (string, error) {
 	src := filepath.Join(root, node.ConfigDir, na.Plan.ID, "hooks")
 	dst := filepath.Join(dir, "hooks")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
+		return "", err
 	}
 	entries, err := os.ReadDir(src)
 	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if err := copyRerooted(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), root, 0o755); err != nil {
+			return "", err
+		}
+	}
+	cfg := filepath.Join(dir, "buildkite-agent.cfg")
+	return cfg, copyRerooted(na.Config, cfg, root, 0o644)
+}
+
+// copyRerooted copies a rendered file, pointing its node paths (the pinned
+// plugin, the verification key) under root.
+func copyRerooted(src, dst, root string, mode os.FileMode) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
 		return err
 	}
-	pinned := filepath.Join(root, node.PluginDir)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			return err
-		}
-		b = bytes.ReplaceAll(b, []byte(node.PluginDir), []byte(pinned))
-		b = bytes.ReplaceAll(b, []byte(node.JWKSFile), []byte(filepath.Join(root, node.JWKSFile)))
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o755); err != nil {
-			return err
-		}
-	}
-	return nil
+	b = bytes.ReplaceAll(b, []byte(node.PluginDir), []byte(filepath.Join(root, node.PluginDir)))
+	b = bytes.ReplaceAll(b, []byte(node.JWKSFile), []byte(filepath.Join(root, node.JWKSFile)))
+	return os.WriteFile(dst, b, mode)
 }

@@ -50,8 +50,8 @@ func tamper(pipelineJSON []byte) []byte {
 // local Buildkite changes it after the upload (its image, or its env). On
 // the vendor's agent kbgen sandbox refuses it with 65 before any container
 // starts, and the build fails for that reason; an untouched signed step in
-// the same run still passes. buildkite-agent v3.50 itself verifies none of
-// this (docs/security.md).
+// the same run still passes. buildkite-agent v3.52.1 cannot verify a step
+// with a plugin itself (TestLiveSignedSteps, docs/security.md).
 func TestStepChangedAfterSigning(t *testing.T) {
 	h := newHarness(t, harnessOpts{rewriteUpload: tamper})
 	runs := []string{"e2e-tamper-image", "e2e-tamper-env", "e2e-untouched"}

@@ -11,27 +11,24 @@ import (
 	"time"
 )
 
-// The Agent API v3 as buildkite-agent v3.50.0 speaks it (its api/
+// The Agent API v3 as buildkite-agent v3.52.1 speaks it (its api/
 // package is the contract): register, connect, heartbeat, ping,
-// disconnect; jobs get/accept/start/finish, log chunks, header times,
-// pipeline upload, meta-data, annotations and artifacts. What the agent
-// does not call (OIDC tokens, step export, job acquire) is left out.
+// disconnect; jobs get/accept/start/finish (the job's `step`, signature
+// included, for the agent to verify: agent/verify_job.go), log chunks,
+// header times, pipeline upload, meta-data, annotations and artifacts.
+// What the agent does not call (OIDC tokens, step export, job acquire) is
+// left out.
 
 // Intervals handed to agents at registration, in seconds: short, so tests
-// see jobs and lost agents within a second or two.
-//
-// jobStatusInterval is 0 on purpose. v3.50.0 multiplies it by a second
-// twice (agent_worker.go:656, then job_runner.go:921), so any interval
-// of 1 or more makes a running job check for cancellation once and then
-// not for years. With 0 it asks again at once; the server holds each
-// job-state request (jobStatePoll) until the job is canceling or a
-// second has passed, so a cancel reaches the agent at once and an idle
-// job costs one request a second.
+// see jobs and lost agents within a second or two. The job-status
+// interval is how often a running job asks whether it was canceled or
+// timed out (agent/job_runner.go jobCancellationChecker); v3.52.1 takes
+// it in seconds, and 0 as 1 (v3.50.0/.1 multiplied it by a second twice,
+// which is why kbgen refuses them: internal/bkagent.MinVersion).
 const (
 	pingInterval      = 1
 	heartbeatInterval = 1
-	jobStatusInterval = 0
-	jobStatePoll      = time.Second
+	jobStatusInterval = 1
 )
 
 func (s *Server) agentHandler() http.Handler {
@@ -117,35 +114,23 @@ func (s *Server) withJob(h func(http.ResponseWriter, *http.Request, *liveJob)) h
 	})
 }
 
-// jobState answers the agent's cancellation check: the job's state, once
-// it is canceling (or over), or after jobStatePoll.
+// jobState answers the agent's cancellation check with the job's state.
 func (s *Server) jobState(w http.ResponseWriter, r *http.Request) {
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Token ")
-	deadline := time.Now().Add(jobStatePoll)
-	for {
-		s.mu.Lock()
-		a, j := s.live.agents[tok], s.live.byID[r.PathValue("id")]
-		state := ""
-		if j != nil {
-			state = j.state
-		}
-		s.mu.Unlock()
-		switch {
-		case a == nil:
-			agentError(w, http.StatusUnauthorized, "Invalid access token")
-			return
-		case j == nil:
-			agentError(w, http.StatusNotFound, "No job found")
-			return
-		case state == "canceling" || terminal(state) || !time.Now().Before(deadline):
-			writeJSON(w, http.StatusOK, map[string]string{"state": state})
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
+	s.mu.Lock()
+	a, j := s.live.agents[tok], s.live.byID[r.PathValue("id")]
+	state := ""
+	if j != nil {
+		state = j.state
+	}
+	s.mu.Unlock()
+	switch {
+	case a == nil:
+		agentError(w, http.StatusUnauthorized, "Invalid access token")
+	case j == nil:
+		agentError(w, http.StatusNotFound, "No job found")
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"state": state})
 	}
 }
 
@@ -153,6 +138,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Name     string   `json:"name"`
 		Hostname string   `json:"hostname"`
+		Version  string   `json:"version"`
 		Tags     []string `json:"meta_data"`
 	}
 	if r.Header.Get("Authorization") != "Token "+s.live.opts.AgentToken {
@@ -166,7 +152,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.live.nextAg++
-	a := &liveAgent{id: newUUID(), name: req.Name, token: fmt.Sprintf("bkaa_%s", newUUID()), queue: "default", tags: req.Tags, state: "registered", lastSeen: time.Now()}
+	a := &liveAgent{id: newUUID(), name: req.Name, version: req.Version, token: fmt.Sprintf("bkaa_%s", newUUID()), queue: "default", tags: req.Tags, state: "registered", lastSeen: time.Now()}
 	if a.name == "" {
 		a.name = fmt.Sprintf("%s-%d", req.Hostname, s.live.nextAg)
 	}
@@ -185,7 +171,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) jobJSON(j *liveJob, a *liveAgent, r *http.Request) map[string]any {
 	return map[string]any{
-		"id": j.id, "endpoint": "http://" + r.Host + "/v3", "state": j.state, "env": s.jobEnv(j, a),
+		"id": j.id, "endpoint": "http://" + r.Host + "/v3", "state": j.state, "env": s.jobEnv(j, a), "step": j.spec.step,
 		"chunks_max_size_bytes": 100000, "runnable_at": j.runnable.UTC().Format(time.RFC3339Nano),
 	}
 }
@@ -319,6 +305,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, j *liveJob) {
 		src = rw(src)
 	}
 	specs, err := parseSteps(src, nil)
+	if err == nil {
+		err = duplicateKey(j.b.live, specs)
+	}
 	if err != nil {
 		agentError(w, http.StatusUnprocessableEntity, "%v", err)
 		return
@@ -326,6 +315,27 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, j *liveJob) {
 	j.b.live.uploads[req.UUID] = true
 	s.insertLocked(j.b, j, specs, time.Now())
 	writeJSON(w, http.StatusCreated, map[string]any{})
+}
+
+// duplicateKey refuses an upload whose step keys are already in the build
+// or repeated: Buildkite fails a retried upload "with a duplicate-key
+// error" (buildkite/docs pages/pipelines/configure/dynamic_pipelines.md,
+// "Retried steps producing duplicates").
+func duplicateKey(lb *liveBuild, specs []stepSpec) error {
+	seen := map[string]bool{}
+	for _, j := range lb.order {
+		seen[j.spec.key] = true
+	}
+	for _, sp := range specs {
+		if sp.key == "" {
+			continue
+		}
+		if seen[sp.key] {
+			return fmt.Errorf("The key %q has already been used by another step in this build", sp.key)
+		}
+		seen[sp.key] = true
+	}
+	return nil
 }
 
 func (s *Server) setMetaData(w http.ResponseWriter, r *http.Request, j *liveJob) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/signing"
 )
 
 // agentBinary finds the real buildkite-agent (bkagent.Installed), or skips.
@@ -59,8 +61,9 @@ type testAgent struct {
 	out *bytes.Buffer
 }
 
-// startAgent runs `buildkite-agent start` against s until the test ends.
-func startAgent(t *testing.T, s *Server, name, queue string) *testAgent {
+// startAgent runs `buildkite-agent start` against s until the test ends,
+// with more start flags when given.
+func startAgent(t *testing.T, s *Server, name, queue string, args ...string) *testAgent {
 	t.Helper()
 	bin := agentBinary(t)
 	dir := t.TempDir()
@@ -70,6 +73,7 @@ func startAgent(t *testing.T, s *Server, name, queue string) *testAgent {
 	cmd := exec.Command(bin, "start", "--token", s.AgentToken(), "--endpoint", s.AgentEndpoint(), "--name", name,
 		"--tags", "queue="+queue, "--build-path", filepath.Join(dir, "builds"), "--hooks-path", filepath.Join(dir, "hooks"),
 		"--plugins-path", filepath.Join(dir, "plugins"), "--no-color", "--no-ssh-keyscan", "--cancel-grace-period", "2")
+	cmd.Args = append(cmd.Args, args...)
 	cmd.Env = append(os.Environ(), "HOME="+dir, "BUILDKITE_AGENT_CONFIG="+filepath.Join(dir, "none.cfg"))
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -137,9 +141,13 @@ func waitBuild(t *testing.T, s *Server, n int, limit time.Duration) map[string]a
 	}
 }
 
-func newLive(t *testing.T, pipeline string, opts Options) *Server {
+func newLive(t *testing.T, pipeline string, opts Options, files ...string) *Server {
 	t.Helper()
-	opts.Repo = gitRepo(t, map[string]string{".buildkite/pipeline.yml": pipeline, "hello.sh": "#!/bin/sh\necho hello from the checkout\n"})
+	repo := map[string]string{".buildkite/pipeline.yml": pipeline, "hello.sh": "#!/bin/sh\necho hello from the checkout\n"}
+	for i := 0; i+1 < len(files); i += 2 {
+		repo[files[i]] = files[i+1]
+	}
+	opts.Repo = gitRepo(t, repo)
 	s, err := NewLive(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -334,4 +342,73 @@ func waitState(t *testing.T, s *Server, n int, state string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("build %d never reached %s: %+v", n, state, s.Jobs(n))
+}
+
+// TestLiveSignedSteps: v3.52.1's own signing and verification through the
+// stand-in. A control agent uploads with `pipeline upload --jwks-file-path`;
+// the job's `step` carries the signature to a verifying agent
+// (`--job-verification-jwks-path`). It runs a signed step without plugins,
+// and refuses an unsigned one before it starts: -1 with signal_reason
+// signature_rejected, which a `signal_reason: none` rule never retries.
+// It also refuses a correctly signed step WITH plugins: v3.52.1 decodes the
+// job's step with encoding/json, which drops every plugin, so the plugins
+// it checks are not the ones that were signed (fixed in v3.53.0, agent
+// commit 3b4630cdf "Fix verification for steps with plugins, part 2").
+// Every kbgen eval step has a plugin, which is why nodes on v3.52.1 do not
+// turn the agent's verification on and kbgen sandbox checks kbgen's own
+// step signature instead. Uploading a key the build already has is
+// refused (a retried upload).
+func TestLiveSignedSteps(t *testing.T) {
+	kp, err := signing.Generate("", "kbgen-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := t.TempDir()
+	priv, pub := filepath.Join(keys, "private.jwks"), filepath.Join(keys, "public.jwks")
+	if err := os.WriteFile(priv, kp.Private, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pub, kp.Public, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newLive(t, `steps:
+  - key: upload-signed
+    command: buildkite-agent pipeline upload signed.yml --jwks-file-path "$$SIGNING_KEY" --signing-key-id kbgen-test
+    agents: {queue: control}
+  - key: upload-unsigned
+    command: buildkite-agent pipeline upload unsigned.yml
+    agents: {queue: control}
+  - key: upload-plugin
+    command: buildkite-agent pipeline upload plugin.yml --jwks-file-path "$$SIGNING_KEY" --signing-key-id kbgen-test
+    agents: {queue: control}
+  - key: upload-again
+    depends_on: upload-signed
+    command: buildkite-agent pipeline upload signed.yml --jwks-file-path "$$SIGNING_KEY" --signing-key-id kbgen-test
+    agents: {queue: control}
+`, Options{},
+		"signed.yml", "steps:\n  - key: signed\n    command: echo the signed step ran\n    env: {KBGEN_X: \"1\"}\n    agents: {queue: verify}\n",
+		"plugin.yml", "steps:\n  - key: plugin\n    command: echo the plugin step ran\n    agents: {queue: verify}\n    plugins:\n      - ./no-such-plugin: {gpus: 1}\n",
+		"unsigned.yml", "steps:\n  - key: unsigned\n    command: echo the unsigned step ran\n    agents: {queue: verify}\n    retry: {automatic: [{exit_status: -1, signal_reason: none, limit: 2}]}\n")
+	startAgent(t, s, "control", "control")
+	// Both behaviours must be named: v3.52.1 has no default for them.
+	startAgent(t, s, "verifier", "verify", "--job-verification-jwks-path", pub,
+		"--job-verification-no-signature-behavior", "block", "--job-verification-invalid-signature-behavior", "block")
+	n := createBuild(t, s, map[string]string{"SIGNING_KEY": priv})
+	waitBuild(t, s, n, time.Minute)
+	byKey := map[string][]JobInfo{}
+	for _, j := range s.Jobs(n) {
+		byKey[j.Key] = append(byKey[j.Key], j)
+	}
+	if j := byKey["signed"]; len(j) != 1 || j[0].State != "passed" || !strings.Contains(j[0].Log, "the signed step ran") {
+		t.Errorf("signed step %+v: want one job that passed", j)
+	}
+	if j := byKey["unsigned"]; len(j) != 1 || j[0].Exit == nil || *j[0].Exit != -1 || j[0].SignalReason != "signature_rejected" || strings.Contains(j[0].Log, "the unsigned step ran") {
+		t.Errorf("unsigned step %+v: want one job refused before it ran, -1 signature_rejected, not retried", j)
+	}
+	if j := byKey["plugin"]; len(j) != 1 || j[0].SignalReason != "signature_rejected" || !strings.Contains(j[0].Log, "could not verify") {
+		t.Errorf("signed step with a plugin %+v: want it refused by v3.52.1 (signature_rejected); if it now passes, the agent verifies plugin steps and nodes can turn verification on", j)
+	}
+	if j := byKey["upload-again"]; len(j) != 1 || j[0].State != "failed" || !strings.Contains(j[0].Log, "already been used") {
+		t.Errorf("second upload of key signed %+v: want it refused as a duplicate key", j)
+	}
 }

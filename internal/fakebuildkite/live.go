@@ -57,6 +57,7 @@ type live struct {
 
 type liveAgent struct {
 	id, name, token, queue string
+	version                string // as the agent registered
 	tags                   []string
 	state                  string // connected, disconnected, lost
 	lastSeen               time.Time

@@ -25,6 +25,9 @@ type stepSpec struct {
 	artifactPaths       []string
 	retry               []retryRule
 	signature           *pipeline.Signature
+	// step is the step as uploaded (JSON, signature included): the job's
+	// `step` an agent verifies (api.Job.Step, agent/verify_job.go).
+	step json.RawMessage
 }
 
 // retryRule is one entry of retry.automatic, as buildkite/docs
@@ -131,9 +134,10 @@ func parseSteps(src []byte, env map[string]string) ([]stepSpec, error) {
 			return nil, fmt.Errorf("interpolating pipeline: %w", err)
 		}
 	}
+	uploaded := uploadedSteps(src)
 	var out []stepSpec
 	wait := false
-	for _, st := range p.Steps {
+	for i, st := range p.Steps {
 		switch s := st.(type) {
 		case *pipeline.WaitStep:
 			wait = true
@@ -141,6 +145,9 @@ func parseSteps(src []byte, env map[string]string) ([]stepSpec, error) {
 			spec, err := commandSpec(s)
 			if err != nil {
 				return nil, err
+			}
+			if i < len(uploaded) {
+				spec.useUploaded(uploaded[i])
 			}
 			spec.afterWait = wait
 			for k, v := range p.Env.ToMap() {
@@ -154,6 +161,39 @@ func parseSteps(src []byte, env map[string]string) ([]stepSpec, error) {
 		}
 	}
 	return out, nil
+}
+
+// uploadedSteps are the steps of an agent's upload (JSON) as the agent
+// wrote them; nil for YAML (the pipeline's own steps).
+func uploadedSteps(src []byte) []json.RawMessage {
+	var doc struct {
+		Steps []json.RawMessage `json:"steps"`
+	}
+	if !json.Valid(src) || json.Unmarshal(src, &doc) != nil {
+		return nil
+	}
+	return doc.Steps
+}
+
+// useUploaded keeps the step as the agent uploaded it: the job's `step`
+// and BUILDKITE_PLUGINS must be the uploading agent's own JSON, byte for
+// byte, for a verifying agent to check the signature over them
+// (v3.52.1 compares the job's BUILDKITE_PLUGINS with its own marshalling
+// of the step's plugins: agent/verify_job.go, api/jobs.go).
+func (spec *stepSpec) useUploaded(raw json.RawMessage) {
+	var f struct {
+		Plugins json.RawMessage `json:"plugins"`
+	}
+	if json.Unmarshal(raw, &f) != nil {
+		return
+	}
+	spec.step = raw
+	if len(f.Plugins) > 0 && string(f.Plugins) != "null" {
+		var b bytes.Buffer
+		if json.Compact(&b, f.Plugins) == nil {
+			spec.plugins = b.String()
+		}
+	}
 }
 
 func commandSpec(s *pipeline.CommandStep) (stepSpec, error) {
@@ -175,6 +215,7 @@ func commandSpec(s *pipeline.CommandStep) (stepSpec, error) {
 	if err != nil {
 		return spec, err
 	}
+	spec.step = raw
 	var f stepFields
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return spec, fmt.Errorf("step %q: %w", s.Key, err)

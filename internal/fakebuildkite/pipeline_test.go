@@ -1,6 +1,7 @@
 package fakebuildkite
 
 import (
+	"encoding/json"
 	"os"
 	"reflect"
 	"testing"
@@ -68,6 +69,12 @@ steps:
 			got, err := parseSteps([]byte(tc.src), tc.env)
 			if err != nil {
 				t.Fatal(err)
+			}
+			for i := range got {
+				if !json.Valid(got[i].step) {
+					t.Errorf("step %d: the job's step JSON %q", i, got[i].step)
+				}
+				got[i].step = nil
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)

@@ -108,7 +108,7 @@ func (s *Server) liveAgentsJSON() []any {
 			state = "connected"
 		}
 		ag := map[string]any{"id": a.id, "name": a.name, "connection_state": state, "hostname": "localhost",
-			"version": "3.50.0", "meta_data": a.tags, "paused": false}
+			"version": a.version, "meta_data": a.tags, "paused": false}
 		if j := a.job; j != nil {
 			ag["job"] = map[string]any{"id": j.id, "type": "script", "label": j.spec.label, "state": j.state}
 		}
