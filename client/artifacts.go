@@ -11,6 +11,8 @@ import (
 	buildkite "github.com/buildkite/go-buildkite/v4"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+
+	"github.com/gpu-mode/kbgen/payload"
 )
 
 // Artifact is a file a job uploaded.
@@ -23,9 +25,8 @@ type Artifact struct {
 	DownloadURL string // the API URL that answers 302 to storage
 }
 
-// MaxResultBytes bounds a downloaded result.json. Kernelbot cuts outputs to
-// about 16 KiB each, but a profile trace rides along base64-encoded.
-const MaxResultBytes = 64 << 20
+// MaxResultBytes bounds a downloaded result.json (payload.MaxResultBytes).
+const MaxResultBytes = payload.MaxResultBytes
 
 // ListArtifacts lists a build's artifacts, or one job's when jobID is set.
 func (c *Client) ListArtifacts(ctx context.Context, number int, jobID string) ([]Artifact, error) {

@@ -63,6 +63,12 @@ type ProfileResult struct {
 	DownloadURL *string `json:"download_url"`
 }
 
+// MaxResultBytes bounds a result.json wherever kbgen reads one: kbgen
+// submit and serve download at most this much, and the host-side publish
+// refuses a larger file unread. Kernelbot cuts outputs to about 16 KiB
+// each, but a profile trace rides along base64-encoded.
+const MaxResultBytes = 64 << 20
+
 // DefaultDeviceCount is Kernelbot's SystemInfo.device_count default: a
 // result that could not count GPUs says 1, never 0.
 const DefaultDeviceCount = 1

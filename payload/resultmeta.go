@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -42,6 +43,47 @@ func EncodeResultMetaData(jobID string, resultJSON []byte) (string, bool) {
 	_ = zw.Close()
 	s := jobID + ":" + base64.StdEncoding.EncodeToString(buf.Bytes())
 	return s, len(s) <= MaxResultMetaDataBytes
+}
+
+// EncodeResultMetaDataFrom is EncodeResultMetaData reading result.json
+// from r as a stream: the compressed form is written into a buffer that
+// stops at what base64 can fit in MaxResultMetaDataBytes, so memory stays
+// under 100 KiB whatever r holds (a result.json is the container's to
+// size; the host must not load it whole: issue 20 saw 1.8 GB for 266 MB).
+// ok is false, with no error, when it does not fit; reading stops there.
+func EncodeResultMetaDataFrom(jobID string, r io.Reader) (string, bool, error) {
+	if jobID == "" || strings.ContainsAny(jobID, ": \t\n") {
+		return "", false, nil
+	}
+	buf := &cappedBuffer{max: base64.StdEncoding.DecodedLen(MaxResultMetaDataBytes - len(jobID) - 1)}
+	zw := zlib.NewWriter(buf)
+	_, err := io.Copy(zw, r)
+	if err == nil {
+		err = zw.Close()
+	}
+	switch {
+	case errors.Is(err, errTooLarge):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	s := jobID + ":" + base64.StdEncoding.EncodeToString(buf.b.Bytes())
+	return s, len(s) <= MaxResultMetaDataBytes, nil
+}
+
+var errTooLarge = errors.New("result meta-data: over the limit")
+
+// cappedBuffer fails a write that would take it past max bytes.
+type cappedBuffer struct {
+	b   bytes.Buffer
+	max int
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if c.b.Len()+len(p) > c.max {
+		return 0, errTooLarge
+	}
+	return c.b.Write(p)
 }
 
 // DecodeResultMetaData splits a ResultMetaDataKey value into the job id

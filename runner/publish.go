@@ -47,12 +47,23 @@ func Publish(ctx context.Context, agent *bkagent.Agent, out string, files []stri
 	// request per build); the artifact stays the reference.
 	// Stamped with this job's id: a reader trusts it only while this job
 	// is the eval step's latest (payload/resultmeta.go).
-	if data, err := os.ReadFile(out); err == nil {
-		if enc, fits := payload.EncodeResultMetaData(RunOptions{Environ: agent.Env}.getenv(contract.EnvJobID), data); fits {
-			if err := agent.MetaDataSet(ctx, payload.ResultMetaDataKey, []byte(enc)); err != nil {
-				errs = append(errs, fmt.Errorf("setting meta-data %s failed: %w", payload.ResultMetaDataKey, err))
-			}
+	if enc, fits := resultMetaData(RunOptions{Environ: agent.Env}.getenv(contract.EnvJobID), out); fits {
+		if err := agent.MetaDataSet(ctx, payload.ResultMetaDataKey, []byte(enc)); err != nil {
+			errs = append(errs, fmt.Errorf("setting meta-data %s failed: %w", payload.ResultMetaDataKey, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// resultMetaData is the file at out as the meta-data value, streamed:
+// the host never holds the file whole (issue 20: 1.8 GB for a 266 MB
+// result.json).
+func resultMetaData(jobID, out string) (string, bool) {
+	f, err := os.Open(out)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	enc, fits, err := payload.EncodeResultMetaDataFrom(jobID, f)
+	return enc, fits && err == nil
 }

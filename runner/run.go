@@ -231,13 +231,19 @@ func publishResult(ctx context.Context, o RunOptions) (Outcome, error) {
 }
 
 // loadPublish reads the result to publish and finds the agent CLI.
+// A result.json is the container's to size: one larger than any client
+// would download is refused unread, and the rest is decoded as a stream.
 func (o RunOptions) loadPublish() (*payload.FullResult, *bkagent.Agent, error) {
-	b, err := os.ReadFile(o.Publish)
+	f, err := os.Open(o.Publish)
 	if err != nil {
 		return nil, nil, usageFault("reading --publish: %w", err)
 	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > payload.MaxResultBytes {
+		return nil, nil, usageFault("--publish %s is not a regular file of at most %d MiB", o.Publish, payload.MaxResultBytes>>20)
+	}
 	var res payload.FullResult
-	if err := json.Unmarshal(b, &res); err != nil {
+	if err := json.NewDecoder(io.LimitReader(f, payload.MaxResultBytes)).Decode(&res); err != nil {
 		return nil, nil, usageFault("--publish %s is not a FullResult: %w", o.Publish, err)
 	}
 	agent, err := bkagent.Find("", o.Environ)

@@ -92,7 +92,7 @@ func (s *Service) servePost(w http.ResponseWriter, r *http.Request) {
 	if fresh {
 		code = http.StatusCreated
 	}
-	writeJSON(w, code, run.Status(s.cfg.Now()))
+	s.writeStatus(w, code, run)
 }
 
 func (s *Service) run(w http.ResponseWriter, r *http.Request) *Run {
@@ -105,7 +105,7 @@ func (s *Service) run(w http.ResponseWriter, r *http.Request) *Run {
 
 func (s *Service) serveGet(w http.ResponseWriter, r *http.Request) {
 	if run := s.run(w, r); run != nil {
-		writeJSON(w, http.StatusOK, run.Status(s.cfg.Now()))
+		s.writeStatus(w, http.StatusOK, run)
 	}
 }
 
@@ -115,7 +115,7 @@ func (s *Service) serveDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Cancel(run, "canceled by the client")
-	writeJSON(w, http.StatusOK, run.Status(s.cfg.Now()))
+	s.writeStatus(w, http.StatusOK, run)
 }
 
 // serveEvents streams the run's progress events as JSON lines (the events
@@ -159,6 +159,36 @@ func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-changed:
 		}
 	}
+}
+
+// writeStatus answers with the run's RunStatus, its result copied from
+// the keeper (memory or a spilled file) into the answer without being
+// decoded, so a large result costs no memory per request.
+func (s *Service) writeStatus(w http.ResponseWriter, code int, run *Run) {
+	st := run.Status(s.cfg.Now())
+	var result io.ReadCloser
+	if k := run.kept(); st.State == StateDone && k != nil {
+		var gone string
+		if result, _, gone = s.keep.open(k); result != nil {
+			defer result.Close()
+		}
+		st.ResultGone = gone
+	}
+	head, err := json.Marshal(st)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if result == nil {
+		_, _ = w.Write(append(head, '\n'))
+		return
+	}
+	_, _ = w.Write(head[:len(head)-1]) // without its closing brace
+	_, _ = io.WriteString(w, `,"result":`)
+	_, _ = io.Copy(w, result)
+	_, _ = io.WriteString(w, "}\n")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -25,7 +25,7 @@ func (s *Service) Cancel(r *Run, why string) {
 	if build == 0 {
 		// The creator skips it; a create already in flight cancels the
 		// build it makes.
-		r.finish(client.TimedOut, payload.Failed(payload.SystemInfo{}, fmt.Errorf("%s before its build was created; nothing ran", why)), s.cfg.Now())
+		r.finish(client.TimedOut, payload.Failed(payload.SystemInfo{}, fmt.Errorf("%s before its build was created; nothing ran", why)), s.keep, s.cfg.Now())
 		return
 	}
 	s.cancelBuild(r, why)
@@ -43,5 +43,5 @@ func (s *Service) cancelBuild(r *Run, why string) {
 		r.emit(client.Event{Kind: "canceled", State: state}, s.cfg.Now())
 	}
 	s.logf("run %s: %s", r.ID, msg)
-	r.finish(client.TimedOut, payload.Failed(payload.SystemInfo{}, fmt.Errorf("%s", msg)), s.cfg.Now())
+	r.finish(client.TimedOut, payload.Failed(payload.SystemInfo{}, fmt.Errorf("%s", msg)), s.keep, s.cfg.Now())
 }

@@ -96,7 +96,7 @@ func (s *Service) create(ctx context.Context, r *Run) {
 			return
 		}
 		s.logf("run %s: %v", r.ID, err)
-		r.finish(client.Infra, payload.Failed(payload.SystemInfo{}, fmt.Errorf("run %s on %s: %v", r.ID, sub.Queue, err)), now)
+		r.finish(client.Infra, payload.Failed(payload.SystemInfo{}, fmt.Errorf("run %s on %s: %v", r.ID, sub.Queue, err)), s.keep, now)
 		return
 	}
 	r.setBuild(b, now)

@@ -10,10 +10,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/payload"
 )
 
 // Remote is a client of a kbgen serve API (kbgen submit --server).
@@ -159,6 +161,12 @@ func (r *Remote) call(ctx context.Context, method, path string, body any) (*RunS
 	var st RunStatus
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 128<<20)).Decode(&st); err != nil {
 		return nil, fmt.Errorf("kbgen serve: %s %s: bad answer: %v", method, path, err)
+	}
+	if st.State == StateDone && st.Result == nil && st.ResultGone != "" {
+		// The service no longer holds the result: an infra outcome (exit
+		// 4) that says where it still is.
+		msg := fmt.Sprintf("kbgen serve: run %s: %s", st.RunID, strings.ReplaceAll(st.ResultGone, "BUILD", strconv.Itoa(st.Build)))
+		st.Status, st.Result = StatusInfra, payload.Failed(payload.SystemInfo{}, errors.New(msg))
 	}
 	return &st, nil
 }

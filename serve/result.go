@@ -64,7 +64,7 @@ func (s *Service) complete(r *Run, res *payload.FullResult) {
 	if !res.Success {
 		st = client.RunnerFailed
 	}
-	if r.finish(st, res, s.cfg.Now()) {
+	if r.finish(st, res, s.keep, s.cfg.Now()) {
 		s.logf("run %s: %s", r.ID, statusNames[st])
 	}
 }
@@ -105,7 +105,7 @@ func (s *Service) fetch(ctx context.Context, r *Run) {
 			return
 		}
 	}
-	r.finish(client.Infra, payload.Failed(payload.SystemInfo{}, fmt.Errorf("build %d finished, but its result could not be fetched: %v; `kbgen result %d` tries again", number, err, number)), s.cfg.Now())
+	r.finish(client.Infra, payload.Failed(payload.SystemInfo{}, fmt.Errorf("build %d finished, but its result could not be fetched: %v; `kbgen result %d` tries again", number, err, number)), s.keep, s.cfg.Now())
 }
 
 // fetchOnce reads the result as kbgen submit does (client.Result: the

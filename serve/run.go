@@ -3,6 +3,7 @@ package serve
 import (
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -31,7 +32,7 @@ type Run struct {
 	done       bool
 	doneAt     time.Time
 	status     client.Status
-	result     *payload.FullResult
+	result     *kept // in the service's keeper
 	events     []client.Event
 	changed    chan struct{} // closed on every new event
 	streams    int           // event streams open now
@@ -98,17 +99,37 @@ func (r *Run) observe(b *client.Build, now time.Time) {
 	}
 }
 
-// finish records the outcome once; later calls change nothing.
-func (r *Run) finish(st client.Status, res *payload.FullResult, now time.Time) bool {
+// finish records the outcome once, res in k; later calls change nothing.
+func (r *Run) finish(st client.Status, res *payload.FullResult, k *keeper, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done {
 		return false
 	}
-	r.done, r.doneAt, r.status, r.result = true, now, st, res
+	r.done, r.doneAt, r.status, r.result = true, now, st, k.keep(res)
 	code := st.ExitCode()
-	r.emitLocked(client.Event{Kind: "done", State: r.buildState, Success: &res.Success, Exit: &code, Error: res.Error}, now)
+	// The event is kept and replayed, and a client reads it as one line:
+	// the error (the submission's to size) is cut.
+	// A copy of Success: a pointer into res would keep the whole result
+	// alive with the event.
+	success := res.Success
+	r.emitLocked(client.Event{Kind: "done", State: r.buildState, Success: &success, Exit: &code, Error: cut(res.Error, maxEventError)}, now)
 	return true
+}
+
+// maxEventError bounds the error text of a done event; the result has it
+// whole.
+const maxEventError = 4 << 10
+
+// cut shortens s to at most n bytes on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + " [… cut; the result has the whole text]"
 }
 
 // Status is the run's API view.
@@ -121,9 +142,16 @@ func (r *Run) Status(now time.Time) RunStatus {
 		st.State = StateBuilding
 	}
 	if r.done {
-		st.State, st.Status, st.Result = StateDone, statusNames[r.status], r.result
+		st.State, st.Status = StateDone, statusNames[r.status]
 	}
 	return st
+}
+
+// kept is the run's result handle, nil until done.
+func (r *Run) kept() *kept {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.result
 }
 
 // Events returns the events from index from on, whether the run is done,

@@ -44,6 +44,15 @@ type Config struct {
 	// default 24 hours. A run id re-submitted after that (and outside
 	// RecoverWindow after a restart) would create a new build.
 	KeepDone time.Duration
+	// SpillDir is where results too large for memory are kept (a
+	// directory kbgen serve makes there, removed when it stops); default
+	// the system's temporary directory.
+	SpillDir string
+	// ResultMemory bounds the results kept in memory, ResultInMemoryMax
+	// one result kept in memory (a larger one goes to disk at once), and
+	// ResultDisk those on disk (past it the oldest is dropped, and its
+	// run's status says so). Defaults: 64 MiB, 1 MiB, 2 GiB.
+	ResultMemory, ResultInMemoryMax, ResultDisk int64
 	// Registry, when set, checks each run's queue and turns an alias
 	// (h100) into the queue name (nvidia-h100), as kbgen submit does.
 	Registry *pipelinegen.Registry
@@ -89,6 +98,7 @@ type Service struct {
 	ready  chan struct{}
 	downMu sync.Mutex
 	down   *outage // Buildkite unreachable at start; nil once found
+	keep   *keeper
 }
 
 // outage is why the startup scan has not succeeded yet.
@@ -136,7 +146,7 @@ func New(cfg Config) (*Service, error) {
 			cfg.Budget.PollShare = min(cfg.Budget.PollShare, cfg.Budget.Effective()/5)
 		}
 	}
-	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{})}, nil
+	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{}), keep: newKeeper(cfg)}, nil
 }
 
 // Start finds the service's builds on Buildkite (a restart resumes them),
@@ -146,6 +156,7 @@ func New(cfg Config) (*Service, error) {
 // queued, and their creates wait for the scan.
 func (s *Service) Start(ctx context.Context) error {
 	s.ctx = ctx
+	context.AfterFunc(ctx, s.keep.close)
 	if err := s.recover(ctx); err != nil {
 		s.setDown(err)
 		s.logf("Buildkite unreachable at start (%v): serving, and looking for this service's builds again every few seconds; no build is created before", err)

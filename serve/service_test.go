@@ -44,6 +44,7 @@ type rigOpts struct {
 	orphan    time.Duration         // Config.OrphanGrace
 	queueTTL  time.Duration         // Config.QueueTTL
 	bootstrap string                // Config.BootstrapQueue
+	keep      Config                // its SpillDir and Result* bounds are used
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -78,7 +79,8 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
-		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap})
+		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap,
+		SpillDir: o.keep.SpillDir, ResultMemory: o.keep.ResultMemory, ResultInMemoryMax: o.keep.ResultInMemoryMax, ResultDisk: o.keep.ResultDisk})
 	if err != nil {
 		t.Fatal(err)
 	}

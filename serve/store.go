@@ -6,8 +6,8 @@ import (
 )
 
 // store holds the runs by id and by build number. A done run stays for
-// Config.KeepDone (a client may come back for its result; the memory per
-// run is its result and events, a few KiB), then prune drops it.
+// Config.KeepDone (a client may come back for its result; the result
+// itself is in the keeper, within its budgets), then prune drops it.
 type store struct {
 	mu      sync.Mutex
 	byID    map[string]*Run
@@ -88,17 +88,21 @@ func (s *store) counts() (total, open int) {
 	return total, open
 }
 
-// prune drops runs done before cutoff; it returns how many.
-func (s *store) prune(cutoff time.Time) int {
+// prune drops runs done before cutoff, and their kept results from k
+// (nil: none kept); it returns how many.
+func (s *store) prune(cutoff time.Time, k *keeper) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for id, r := range s.byID {
 		r.mu.Lock()
 		old := r.done && r.doneAt.Before(cutoff)
-		build := r.build
+		build, res := r.build, r.result
 		r.mu.Unlock()
 		if old {
+			if k != nil {
+				k.release(res)
+			}
 			delete(s.byID, id)
 			if s.byBuild[build] == r {
 				delete(s.byBuild, build)

@@ -18,9 +18,9 @@ func TestStorePrune(t *testing.T) {
 		r.setBuild(&client.Build{Number: i + 1, State: "running"}, t0)
 		st.linkBuild(r, i+1)
 	}
-	old.finish(client.Obtained, &payload.FullResult{Success: true}, t0)
-	recent.finish(client.Obtained, &payload.FullResult{Success: true}, t0.Add(2*time.Hour))
-	if n := st.prune(t0.Add(time.Hour)); n != 1 {
+	old.finish(client.Obtained, &payload.FullResult{Success: true}, newKeeper(Config{}), t0)
+	recent.finish(client.Obtained, &payload.FullResult{Success: true}, newKeeper(Config{}), t0.Add(2*time.Hour))
+	if n := st.prune(t0.Add(time.Hour), nil); n != 1 {
 		t.Fatalf("pruned %d runs, want 1", n)
 	}
 	if st.get("old") != nil || st.byNumber(1) != nil {

@@ -52,7 +52,7 @@ func (s *Service) watch(ctx context.Context) {
 		s.checkOrphans()
 		if now := s.cfg.Now(); now.Sub(s.poller.pruned) > time.Minute {
 			s.poller.pruned = now
-			if n := s.runs.prune(now.Add(-s.cfg.KeepDone)); n > 0 {
+			if n := s.runs.prune(now.Add(-s.cfg.KeepDone), s.keep); n > 0 {
 				s.logf("forgot %d runs done more than %s ago", n, s.cfg.KeepDone)
 			}
 		}

@@ -62,7 +62,11 @@ type RunStatus struct {
 	URL        string              `json:"url,omitempty"`
 	BuildState string              `json:"build_state,omitempty"`
 	Status     string              `json:"status,omitempty"` // when done
-	Result     *payload.FullResult `json:"result,omitempty"` // when done
+	Result     *payload.FullResult `json:"result,omitempty"` // when done, unless ResultGone
+	// ResultGone says why a done run has no result any more (dropped
+	// from the service's result budget); `kbgen result BUILD` reads it
+	// from Buildkite.
+	ResultGone string `json:"result_gone,omitempty"`
 	Elapsed    float64             `json:"elapsed"`
 }
 

@@ -305,3 +305,26 @@ func TestRunRefusesAReroutedStep(t *testing.T) {
 		t.Fatalf("in the sandbox: exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// TestRunPublishRefusesAHugeResult: the host-side publish reads no
+// result.json larger than any client would download (issue 20: a 266 MB
+// one took 1.8 GB on the host): it is refused unread, exit 2.
+func TestRunPublishRefusesAHugeResult(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "result.json")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(266 << 20); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	f.Close()
+	logs := fakeAgent(t, "none")
+	r := runKbgen(t, nil, "", "run", "--publish", out)
+	if r.code != 2 || !strings.Contains(r.stderr, "is not a regular file of at most 64 MiB") {
+		t.Errorf("exit %d: %s", r.code, r.stderr)
+	}
+	if calls, _ := filepath.Glob(filepath.Join(logs, "*.argv")); len(calls) != 0 {
+		t.Errorf("the agent was called: %v", calls)
+	}
+}
