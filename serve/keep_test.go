@@ -151,4 +151,3 @@ func TestDroppedResultSaysSo(t *testing.T) {
 		t.Fatalf("remote: %v %+v", err, got)
 	}
 }
-

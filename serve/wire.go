@@ -66,8 +66,8 @@ type RunStatus struct {
 	// ResultGone says why a done run has no result any more (dropped
 	// from the service's result budget); `kbgen result BUILD` reads it
 	// from Buildkite.
-	ResultGone string `json:"result_gone,omitempty"`
-	Elapsed    float64             `json:"elapsed"`
+	ResultGone string  `json:"result_gone,omitempty"`
+	Elapsed    float64 `json:"elapsed"`
 }
 
 // ErrorBody is every error answer: {"error": "..."}.
