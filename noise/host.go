@@ -111,7 +111,7 @@ func (w *HostWatch) End(p Policy) *HostSection {
 			names = append(names, fmt.Sprintf("%s[%d]", t.Comm, t.PID))
 		}
 		h.Verdict = Noisy
-		h.Reasons = append(h.Reasons, Reason{Run: "host", Source: "foreign_processes", External: true,
+		h.Reasons = append(h.Reasons, Reason{Run: "host", Source: "foreign_processes", External: true, Vouched: true,
 			Message: fmt.Sprintf("seen from the host, foreign processes took %.1f %% of CPUs %s over the whole job (threshold %g %%): %s", f.CPUPercent, h.CPUs, p.MaxForeignPercent, strings.Join(names, ", "))})
 	}
 	h.CostMS = round2(float64(w.cost+time.Since(t0)) / 1e6)

@@ -41,7 +41,12 @@ func TestPolicyRoundTrip(t *testing.T) {
 }
 
 func TestDecideRetry(t *testing.T) {
-	external := []Reason{{Run: "leaderboard", Source: "steal", External: true, Message: "hypervisor steal 20.0 %"}}
+	external := []Reason{{Run: "leaderboard", Source: "steal", External: true, Vouched: true, Message: "hypervisor steal 20.0 %"}}
+	// What the container reports about itself: external, not vouched.
+	claimed := []Reason{
+		{Run: "leaderboard", Source: "nvidia", External: true, Message: "the GPU was already slowed before the run: sw_thermal_slowdown"},
+		{Run: "leaderboard", Source: "foreign_processes", External: true, Message: "foreign processes took up to 40 % of CPUs 1: docker-init[1]"},
+	}
 	own := []Reason{{Run: "leaderboard", Source: "cgroup_throttling", Message: "throttled"}}
 	for _, tc := range []struct {
 		name    string
@@ -59,6 +64,8 @@ func TestDecideRetry(t *testing.T) {
 		{name: "benchmark mode is never retried", retry: true, ranked: false, retries: "0", reasons: external},
 		{name: "own load is never retried", retry: true, ranked: true, retries: "0", reasons: own},
 		{name: "clean", retry: true, ranked: true, retries: "0"},
+		{name: "the container's own claims never retry", retry: true, ranked: true, retries: "0", reasons: claimed, why: "none of it is evidence the submission cannot fake"},
+		{name: "vouched beside claimed: retried for the vouched", retry: true, ranked: true, retries: "0", reasons: append(claimed[:1:1], external...), want: true, why: "external noise (hypervisor steal 20.0 %): exit 75"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &Record{Policy: Policy{Retry: tc.retry}, Reasons: tc.reasons}
@@ -95,6 +102,9 @@ func TestMarkdownAndFile(t *testing.T) {
 	}
 	if back.Version != Version || back.Verdict != Noisy || !back.Retry || back.Runs["leaderboard"].Steal.StealPercent != 20 || len(back.Reasons) != 2 {
 		t.Errorf("read back %+v", back)
+	}
+	if got := (&Record{Verdict: Clean, Attempt: 2}).Markdown(); !strings.Contains(got, "attempt 2: Buildkite ran this job again") {
+		t.Errorf("a retried job's markdown does not say so: %q", got)
 	}
 	clean := (&Record{Verdict: Clean, Runs: map[string]*Run{"benchmark": {Steal: StealReport{Availability: Availability{Status: OK}, StealPercent: 0.4}}}}).Markdown()
 	if clean != "**noise**: clean (steal 0.4 %, noise.json)\n" {

@@ -49,10 +49,16 @@ type Record struct {
 	// Reasons are why the verdict is noisy; empty when clean.
 	Reasons []Reason `json:"reasons"`
 	// Retry is true when this run exited 75 so that Buildkite runs it
-	// again elsewhere (external noise, Policy.Retry, first attempt).
+	// again elsewhere (vouched external noise, Policy.Retry, first
+	// attempt).
 	Retry       bool   `json:"retry"`
 	RetryReason string `json:"retry_reason,omitempty"`
-	Policy      Policy `json:"policy"`
+	// Attempt is this job's attempt, 1 + BUILDKITE_RETRY_COUNT: above 1,
+	// Buildkite ran the job again after an earlier attempt exited 75 (or
+	// lost its agent); each attempt's job keeps its own noise.json and
+	// result.json saying why.
+	Attempt int    `json:"attempt"`
+	Policy  Policy `json:"policy"`
 	// Runs are keyed as result.json's runs ("benchmark", "leaderboard").
 	Runs map[string]*Run `json:"runs"`
 	// CostMS is the time spent sampling, all runs together.
@@ -66,10 +72,16 @@ type Record struct {
 type Reason struct {
 	Run    string `json:"run"`
 	Source string `json:"source"`
-	// External is true when the submission cannot have caused it; only
-	// external noise is retried.
-	External bool   `json:"external"`
-	Message  string `json:"message"`
+	// External is true when the submission's own load did not cause it.
+	External bool `json:"external"`
+	// Vouched is true when kbgen read it where the submission can neither
+	// write nor provoke it: the kernel's steal counters, or the host's
+	// /proc seen by the sandbox. What the container reports about itself
+	// (its GPU through nvidia-smi, processes in its pid namespace, clock
+	// events it can heat the GPU into) is recorded, never vouched. Only
+	// vouched external noise is retried.
+	Vouched bool   `json:"vouched"`
+	Message string `json:"message"`
 }
 
 // Run is one timed run's record.

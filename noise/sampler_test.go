@@ -192,6 +192,11 @@ func TestExternalGPUNoise(t *testing.T) {
 			t.Errorf("reasons lack %q:\n%s", want, got)
 		}
 	}
+	// All of it is what the container's nvidia-smi says about its own
+	// GPU: recorded as external, never a retry (issue 20).
+	if rec.DecideRetry(true, "0") || !strings.Contains(rec.RetryReason, "cannot fake") {
+		t.Errorf("a GPU report from inside the container was retried: %q", rec.RetryReason)
+	}
 }
 
 func TestOldDriverFallsBackToThrottleReasons(t *testing.T) {

@@ -3,6 +3,7 @@ package noise
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/mdtext"
@@ -40,6 +41,9 @@ func Judge(key string, r *Run, p Policy) []Reason {
 	}
 	if r.Steal.Status == OK && r.Steal.StealPercent > p.MaxStealPercent {
 		add("steal", true, "hypervisor steal %.1f %% on CPUs %s (threshold %g %%)", r.Steal.StealPercent, r.CPUs, p.MaxStealPercent)
+		// /proc/stat's steal is the kernel's count of what the hypervisor
+		// took; no process can write or cause it.
+		out[len(out)-1].Vouched = true
 	}
 	if f := r.Foreign; f.Status == OK && f.CPUPercent > p.MaxForeignPercent {
 		names := make([]string, 0, len(f.Top))
@@ -115,27 +119,42 @@ func (r *Record) External() bool {
 	return slices.ContainsFunc(r.Reasons, func(x Reason) bool { return x.External })
 }
 
-// DecideRetry sets Retry when the policy allows one: external noise, a
-// ranked run (leaderboard or private), and the job's first attempt
-// (retries is BUILDKITE_RETRY_COUNT; "" counts as the first). It
-// reports the decision.
+// DecideRetry sets Retry when the policy allows one: vouched external
+// noise (evidence the submission cannot fake: Reason.Vouched), a ranked
+// run (leaderboard or private), and the job's first attempt (retries is
+// BUILDKITE_RETRY_COUNT; "" counts as the first). External noise that is
+// not vouched never retries, and the record says so. It reports the
+// decision.
 func (r *Record) DecideRetry(ranked bool, retries string) bool {
+	var vouched []string
+	for _, x := range r.Reasons {
+		if x.External && x.Vouched {
+			vouched = append(vouched, x.Message)
+		}
+	}
 	switch {
 	case !r.Policy.Retry || !ranked || !r.External():
+		return false
+	case len(vouched) == 0:
+		r.RetryReason = "external noise, but none of it is evidence the submission cannot fake (only steal and the host's own view are): the result stands"
 		return false
 	case retries != "" && retries != "0":
 		r.RetryReason = "external noise, but this is already retry " + retries + ": the result stands"
 		return false
 	}
-	var msgs []string
-	for _, x := range r.Reasons {
-		if x.External {
-			msgs = append(msgs, x.Message)
-		}
-	}
 	r.Retry = true
-	r.RetryReason = "external noise (" + strings.Join(msgs, "; ") + "): exit 75 so Buildkite runs the job again on another agent"
+	r.RetryReason = "external noise (" + strings.Join(vouched, "; ") + "): exit 75 so Buildkite runs the job again on another agent"
 	return true
+}
+
+// SetAttempt records the attempt from retries (BUILDKITE_RETRY_COUNT; ""
+// or unreadable is the first).
+func (r *Record) SetAttempt(retries string) {
+	n, err := strconv.Atoi(retries)
+	if err != nil || n < 0 {
+		n = 0
+	}
+	r.Attempt = n + 1
 }
 
 // Markdown is the record's line in the build annotation; "" for no record.
@@ -154,6 +173,11 @@ func (r *Record) Markdown() string {
 	}
 	if r.Retry {
 		b.WriteString("\n- retried: " + mdtext.Code(r.RetryReason))
+	} else if r.RetryReason != "" {
+		b.WriteString("\n- not retried: " + mdtext.Code(r.RetryReason))
+	}
+	if r.Attempt > 1 {
+		fmt.Fprintf(&b, "\n- attempt %d: Buildkite ran this job again after an earlier attempt exited 75 or lost its agent; each attempt's noise.json and result.json say why", r.Attempt)
 	}
 	return b.String() + "\n"
 }

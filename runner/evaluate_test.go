@@ -320,6 +320,19 @@ func TestMachineFaults(t *testing.T) {
 			t.Error("the failed run should stay in the result")
 		}
 	})
+	// A device failure printed in a timed run is the submission's claim:
+	// the run fails, nothing is retried (issue 20: a faked GPU fault
+	// re-rolled a leaderboard run).
+	t.Run("device failure claimed in a timed run", func(t *testing.T) {
+		evalPy := "import os, sys\nfd = int(os.environ['POPCORN_FD'])\nif sys.argv[1] == 'test':\n    os.write(fd, b'check: pass\\n')\n    sys.exit(0)\nsys.stderr.write('RuntimeError: CUDA error: no CUDA-capable device is detected\\n')\nsys.exit(110)\n"
+		res, err := evaluate(t, pyJob(payload.ModeLeaderboard, evalPy, ""))
+		if err != nil || !res.Success {
+			t.Fatalf("a faked device failure became a runner failure (fault %v): %v", FaultOf(err), err)
+		}
+		if r := res.Runs["benchmark"].Run; r == nil || r.Passed || Verdict(res.Runs["benchmark"]) != "crashed" {
+			t.Errorf("benchmark run: %+v", r)
+		}
+	})
 	t.Run("profile without runtime", func(t *testing.T) {
 		_, err := evaluate(t, pyJob(payload.ModeProfile, verdictPy(0, "check: pass"), ""))
 		if FaultOf(err) != FaultMachine {

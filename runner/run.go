@@ -270,12 +270,9 @@ func (o RunOptions) writeNoise(s *noise.Sampler, mode payload.Mode, completed bo
 	}
 	rec := s.Record(policy)
 	if completed {
-		retries := o.getenv(contract.EnvRetryCount)
-		if retries == "" {
-			retries = o.getenv(contract.EnvBuildkiteRetryCount)
-		}
-		rec.DecideRetry(mode.Ranked(), retries)
+		rec.DecideRetry(mode.Ranked(), o.retries())
 	}
+	rec.SetAttempt(o.retries())
 	if err := noise.Write(path, rec); err != nil {
 		logf(o.Log, "%v", err)
 		return nil
@@ -285,6 +282,15 @@ func (o RunOptions) writeNoise(s *noise.Sampler, mode payload.Mode, completed bo
 		logf(o.Log, "%s", rec.RetryReason)
 	}
 	return rec
+}
+
+// retries is the job's BUILDKITE_RETRY_COUNT, as the sandbox passes it
+// into the container or as the agent sets it.
+func (o RunOptions) retries() string {
+	if r := o.getenv(contract.EnvRetryCount); r != "" {
+		return r
+	}
+	return o.getenv(contract.EnvBuildkiteRetryCount)
 }
 
 // noiseSummary is the verdict and its reasons on one line.

@@ -262,7 +262,7 @@ func (e *evaluation) one(ctx context.Context, key string, mode payload.Mode, cas
 		e.logf("%s: %s", key, Verdict(res))
 	} else {
 		e.logf("%s: %s (exit code %d)", key, Verdict(res), res.Run.ExitCode)
-		if err := runtimeFault(res.Run); err != nil {
+		if err := runtimeFault(mode, res.Run); err != nil {
 			return err
 		}
 	}
@@ -366,8 +366,8 @@ func toRunResult(args []string, o *outcome, timeout time.Duration, tampered []st
 }
 
 // deviceFailures are what a GPU runtime prints when the machine, not the
-// kernel, is broken. A submission could print them too; the cost is a
-// bounded number of retries, which the retry rules cap.
+// kernel, is broken. A submission can print them too, so they are
+// believed only where a retry re-rolls nothing: see runtimeFault.
 var deviceFailures = []string{
 	"no CUDA-capable device is detected",
 	"cudaErrorNoDevice",
@@ -382,10 +382,16 @@ var deviceFailures = []string{
 	"hipErrorInsufficientDriver",
 }
 
-// runtimeFault reports a machine fault when a run died the way a broken
-// GPU or a full disk makes programs die.
-func runtimeFault(r *payload.RunResult) error {
-	if r.Success || r.ExitCode == ExitTimeout {
+// runtimeFault reports a machine fault (exit 75, retried elsewhere) when
+// the test run died the way a broken GPU makes programs die. Only the
+// test run: it comes first and is untimed, so a submission that prints a
+// device failure there re-rolls nothing. In a timed run (benchmark,
+// leaderboard, private, profile) the submission may already have seen
+// its numbers, and the text is its own claim about the GPU, so it is the
+// run's failure, never a retry (issue 20: a faked GPU fault re-rolled a
+// leaderboard run up to three times).
+func runtimeFault(mode payload.Mode, r *payload.RunResult) error {
+	if mode != payload.ModeTest || r.Success || r.ExitCode == ExitTimeout {
 		return nil
 	}
 	for _, s := range deviceFailures {

@@ -86,10 +86,13 @@ func TestRunWritesNoiseBesideResult(t *testing.T) {
 	}
 }
 
-// TestRunRetriesExternalNoiseOnce: a busy process allowed on the job's
-// CPUs is external noise; under a retry policy a leaderboard run exits 75
-// on its first attempt (result.json and noise.json written), and not on a
-// retry, and a benchmark run never. The busy process must live outside
+// TestRunNeverRetriesOnProcessesItSees: a busy process allowed on the
+// job's CPUs is external noise, recorded; but what the runner sees of
+// processes is nothing a submission could not provoke (in the container:
+// docker-init busy forwarding its signals), so under a retry policy a
+// leaderboard run does not exit 75 on it, and its noise.json says why
+// (issue 20: a retry only on evidence the submission cannot fake; steal
+// is, DecideRetry's tests). The attempt is recorded. The busy process must live outside
 // this process's tree: kbgen run (in-process here) is a child subreaper
 // and kills every unmanaged child after each harness, so a plain child
 // died after the warm-up and the test passed only thanks to the other
@@ -97,7 +100,7 @@ func TestRunWritesNoiseBesideResult(t *testing.T) {
 // the timed window: each mode is its own harness process) until the busy
 // process has been given CPU time, so the noise is there however loaded
 // the machine is (it was missing about 1 run in 4 on a busy 2-core host).
-func TestRunRetriesExternalNoiseOnce(t *testing.T) {
+func TestRunNeverRetriesOnProcessesItSees(t *testing.T) {
 	needPython3(t)
 	busy := startOutsideTree(t, "while :; do :; done")
 	sub, err := examples.Submission("vectoradd", "submission")
@@ -113,7 +116,7 @@ func TestRunRetriesExternalNoiseOnce(t *testing.T) {
 		code    int
 		retry   bool
 	}{
-		{"first attempt", payload.ModeLeaderboard, "0", 75, true},
+		{"first attempt", payload.ModeLeaderboard, "0", 0, false},
 		{"a retry: the result stands", payload.ModeLeaderboard, "1", 0, false},
 		{"benchmark mode is not ranked", payload.ModeBenchmark, "0", 0, false},
 	} {
@@ -137,8 +140,11 @@ func TestRunRetriesExternalNoiseOnce(t *testing.T) {
 			if !rec.External() || rec.Retry != tc.retry {
 				t.Fatalf("noise: external %v retry %v, want external and retry %v; reasons %v", rec.External(), rec.Retry, tc.retry, rec.Reasons)
 			}
-			if tc.retry && !strings.Contains(r.stderr, "exit 75 so Buildkite runs the job again") {
-				t.Errorf("stderr does not say why it exits 75:\n%s", r.stderr)
+			if tc.mode.Ranked() && tc.retries == "0" && !strings.Contains(rec.RetryReason, "none of it is evidence the submission cannot fake") {
+				t.Errorf("noise.json does not say why there is no retry: %q", rec.RetryReason)
+			}
+			if want := map[string]int{"0": 1, "1": 2}[tc.retries]; rec.Attempt != want {
+				t.Errorf("attempt %d, want %d", rec.Attempt, want)
 			}
 		})
 	}
