@@ -20,7 +20,7 @@ type Artifact struct {
 	ID          string
 	JobID       string
 	Path        string
-	State       string // new, finished, error, deleted
+	State       string // new, finished, error, deleted, expired (artifacts.md)
 	Size        int64
 	DownloadURL string // the API URL that answers 302 to storage
 }
@@ -66,7 +66,7 @@ func FindResult(as []Artifact) *Artifact {
 	var found *Artifact
 	for i := range as {
 		a := &as[i]
-		if path.Clean(a.Path) != contract.ResultFile || a.State == "deleted" || a.State == "error" {
+		if path.Clean(a.Path) != contract.ResultFile || a.State == "deleted" || a.State == "error" || a.State == "expired" {
 			continue
 		}
 		if found != nil && found.State == "finished" && a.State != "finished" {

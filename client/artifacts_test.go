@@ -15,6 +15,10 @@ func TestFindResult(t *testing.T) {
 		{"later finished wins", []Artifact{{Path: "result.json", State: "finished", DownloadURL: "a"}, {Path: "result.json", State: "finished", DownloadURL: "b"}}, "b"},
 		{"finished beats in progress", []Artifact{{Path: "result.json", State: "finished", DownloadURL: "a"}, {Path: "result.json", State: "new", DownloadURL: "b"}}, "a"},
 		{"in progress beats nothing", []Artifact{{Path: "result.json", State: "new", DownloadURL: "b"}}, "b"},
+		// artifacts.md: an artifact past its retention is "expired", its
+		// file gone.
+		{"expired skipped", []Artifact{{Path: "result.json", State: "finished", DownloadURL: "a"}, {Path: "result.json", State: "expired", DownloadURL: "b"}}, "a"},
+		{"only expired: none", []Artifact{{Path: "result.json", State: "expired", DownloadURL: "b"}}, ""},
 		{"errored and deleted skipped", []Artifact{{Path: "result.json", State: "error", DownloadURL: "a"}, {Path: "./result.json", State: "deleted", DownloadURL: "b"}}, ""},
 	}
 	for _, tt := range tests {

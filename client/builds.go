@@ -38,15 +38,21 @@ type Build struct {
 	CreatedAt  time.Time
 	StartedAt  time.Time
 	FinishedAt time.Time
-	Jobs       []Job
+	// Blocked: the build waits on a block step. The REST API says so in
+	// this flag, not in state, which keeps its last value, e.g. passed
+	// (pages/apis/rest_api/builds.md).
+	Blocked bool
+	Jobs    []Job
 }
 
-// Finished reports whether the build will not change state again.
-func (b *Build) Finished() bool { return FinishedState(b.State) }
+// Finished reports whether the build will not change state again. A
+// blocked build waits on a person, which a Kernelbot run never has: it is
+// as good as finished.
+func (b *Build) Finished() bool { return FinishedState(b.State) || b.Blocked }
 
-// FinishedState reports whether a build state is final. A blocked build
-// waits on a person, which a Kernelbot run never has: it is as good as
-// finished.
+// FinishedState reports whether a build state is final. "blocked" is a
+// state of notifications and of the builds-list filter, not of a build's
+// REST answer (see Build.Blocked); it is kept for the filter.
 func FinishedState(s string) bool {
 	switch s {
 	case StatePassed, StateFailed, StateBlocked, StateCanceled, StateSkipped, StateNotRun:
@@ -149,8 +155,9 @@ func (c *Client) CreateBuild(ctx context.Context, nb NewBuild) (*Build, error) {
 // or nil when there is none.
 func (c *Client) FindBuild(ctx context.Context, runID string) (*Build, error) {
 	bs, _, err := c.bk.Builds.ListByPipeline(ctx, c.opts.Org, c.opts.Pipeline, &buildkite.BuildsListOptions{
-		MetaData:    buildkite.MetaDataFilters{MetaData: map[string]string{contract.MetaDataRunID: runID}},
-		ListOptions: buildkite.ListOptions{PerPage: 2},
+		MetaData:        buildkite.MetaDataFilters{MetaData: map[string]string{contract.MetaDataRunID: runID}},
+		ExcludePipeline: true,
+		ListOptions:     buildkite.ListOptions{PerPage: 2},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("looking up run %s: %w", runID, c.scrub(err))
@@ -173,23 +180,34 @@ func (c *Client) GetBuild(ctx context.Context, number int) (*Build, error) {
 }
 
 // CancelBuild asks Buildkite to cancel the build. Canceling a build that
-// already finished is not an error.
+// already finished is not an error. Buildkite cancels only a scheduled,
+// running or failing build and answers 422 otherwise
+// (pages/apis/rest_api/builds.md, "Cancel a build"): a 422 is taken as
+// done only when the build is then seen finished, never for one that
+// goes on.
 func (c *Client) CancelBuild(ctx context.Context, number int) error {
 	_, err := c.bk.Builds.Cancel(ctx, c.opts.Org, c.opts.Pipeline, strconv.Itoa(number))
-	if err != nil {
-		// Buildkite answers 422 when the build can no longer be canceled.
-		if statusOf(err) == 422 {
+	if err == nil {
+		return nil
+	}
+	serr := c.scrub(err)
+	if statusOf(err) == 422 {
+		b, gerr := c.GetBuild(ctx, number)
+		switch {
+		case gerr != nil:
+			return fmt.Errorf("canceling build %d: %w; its state is unknown: %v", number, serr, gerr)
+		case b.Finished():
 			return nil
 		}
-		return fmt.Errorf("canceling build %d: %w", number, c.scrub(err))
+		return fmt.Errorf("canceling build %d: %w, and it goes on (state %s)", number, serr, b.State)
 	}
-	return nil
+	return fmt.Errorf("canceling build %d: %w", number, serr)
 }
 
 // ListBuilds lists the pipeline's builds in the given states, up to limit.
 func (c *Client) ListBuilds(ctx context.Context, states []string, limit int) ([]Build, error) {
 	var out []Build
-	opt := &buildkite.BuildsListOptions{State: states, ListOptions: buildkite.ListOptions{PerPage: 100, Page: 1}}
+	opt := &buildkite.BuildsListOptions{State: states, ExcludePipeline: true, ListOptions: buildkite.ListOptions{PerPage: 100, Page: 1}}
 	for len(out) < limit {
 		bs, resp, err := c.bk.Builds.ListByPipeline(ctx, c.opts.Org, c.opts.Pipeline, opt)
 		if err != nil {
@@ -216,6 +234,7 @@ func convertBuild(b *buildkite.Build) *Build {
 		CreatedAt:  ts(b.CreatedAt),
 		StartedAt:  ts(b.StartedAt),
 		FinishedAt: ts(b.FinishedAt),
+		Blocked:    b.Blocked,
 	}
 	if len(b.Env) > 0 {
 		out.Env = map[string]string{}
@@ -230,7 +249,7 @@ func convertBuild(b *buildkite.Build) *Build {
 			ID:         j.ID,
 			Type:       j.Type,
 			StepKey:    j.StepKey,
-			Label:      j.Label,
+			Label:      jobName(j.Name, j.Label),
 			State:      j.State,
 			ExitStatus: j.ExitStatus,
 			Retried:    j.Retried,
@@ -240,6 +259,16 @@ func convertBuild(b *buildkite.Build) *Build {
 		})
 	}
 	return out
+}
+
+// jobName is a REST job's label: the API sends it as "name"
+// (pages/apis/rest_api/builds.md, agents.md); "label" is GraphQL's and
+// the agent's word, kept as a fallback.
+func jobName(name, label string) string {
+	if name != "" {
+		return name
+	}
+	return label
 }
 
 func ts(t *buildkite.Timestamp) time.Time {

@@ -441,6 +441,82 @@ func TestTimeoutBoundsEveryPhase(t *testing.T) {
 	}
 }
 
+// TestCancel422: Buildkite answers 422 to a cancel it will not do
+// (builds.md: only scheduled, running or failing builds are canceled). A
+// 422 for a build that then shows finished is done; for one that goes on
+// it is a failure, never "the build was canceled".
+func TestCancel422(t *testing.T) {
+	tests := []struct {
+		name   string
+		finish bool // the build is finished when the cancel comes
+		want   string
+	}{
+		{"build goes on", false, "canceling it failed: canceling build 1: PUT /v2/organizations/gpu-mode/pipelines/kernelbot/builds/1/cancel: 422 Unprocessable Entity: Unprocessable Entity, and it goes on (state running)"},
+		{"build already finished", true, "the build was canceled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := fakebuildkite.QuickScript
+			sc.Never = !tt.finish
+			r := newRig(t, sc)
+			if tt.finish {
+				r.clock.Advance(time.Minute)
+				if err := r.client.CancelBuild(context.Background(), r.fake.Seed("x", "h100", sc, time.Minute)); err != nil {
+					t.Fatalf("cancel of a finished build: %v", err)
+				}
+				return
+			}
+			r.fake.AddFault(fakebuildkite.Fault{Method: "PUT", Path: "/cancel", Status: 422})
+			out := r.submit(t, context.Background(), 30*time.Second)
+			if out.Status != TimedOut || !strings.Contains(out.Result.Error, tt.want) {
+				t.Fatalf("status %v: %s\nwant it to say %q", out.Status, out.Result.Error, tt.want)
+			}
+			for _, e := range r.events {
+				if e.Kind == "canceled" {
+					t.Errorf("a canceled event for a build that goes on")
+				}
+			}
+		})
+	}
+}
+
+// TestBlockedIsAFlag: a blocked build keeps its last state and says so in
+// "blocked" (builds.md); it waits on a person, so kbgen takes it as
+// finished.
+func TestBlockedIsAFlag(t *testing.T) {
+	t.Parallel()
+	for _, b := range []Build{{State: StateRunning, Blocked: true}, {State: StatePassed, Blocked: true}, {State: StatePassed}} {
+		if !b.Finished() {
+			t.Errorf("%+v is not finished", b)
+		}
+	}
+	if b := (Build{State: StateRunning}); b.Finished() {
+		t.Error("a running build is finished")
+	}
+}
+
+// TestListsExcludePipeline: every builds-list request leaves the expanded
+// pipeline out (builds.md: exclude_pipeline=true).
+func TestListsExcludePipeline(t *testing.T) {
+	r := newRig(t, fakebuildkite.QuickScript)
+	ctx := context.Background()
+	_, _, _ = r.client.FilterBuilds(ctx, ListFilter{})
+	_, _ = r.client.ListBuilds(ctx, nil, 1)
+	_, _ = r.client.FindBuild(ctx, "x")
+	n := 0
+	for _, q := range r.fake.Requests() {
+		if q.Method == "GET" && strings.HasSuffix(strings.SplitN(q.Path, "?", 2)[0], "/builds") {
+			n++
+			if !strings.Contains(q.Path, "exclude_pipeline=true") {
+				t.Errorf("list without exclude_pipeline: %s", q.Path)
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d list requests, want 3", n)
+	}
+}
+
 func TestInterruptCancels(t *testing.T) {
 	t.Parallel()
 	sc := fakebuildkite.QuickScript

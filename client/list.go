@@ -31,7 +31,10 @@ func (c *Client) FilterBuilds(ctx context.Context, f ListFilter) (out []Build, m
 		CreatedFrom:  f.CreatedFrom,
 		FinishedFrom: f.FinishedFrom,
 		ExcludeJobs:  f.ExcludeJobs,
-		ListOptions:  buildkite.ListOptions{PerPage: 100, Page: 1},
+		// The expanded pipeline is never needed (builds.md); nothing
+		// leaves out env, which carries the payload.
+		ExcludePipeline: true,
+		ListOptions:     buildkite.ListOptions{PerPage: 100, Page: 1},
 	}
 	pages := max(f.MaxPages, 1)
 	for p := 0; p < pages; p++ {

@@ -66,7 +66,7 @@ func (c *Client) Queues(ctx context.Context, only string) ([]QueueStatus, error)
 		q := agentQueue(a.Metadata)
 		ag := Agent{Name: a.Name, Version: a.Version, Busy: a.Job != nil, Paused: a.Paused != nil && *a.Paused}
 		if a.Job != nil {
-			ag.Job = a.Job.Label
+			ag.Job = jobName(a.Job.Name, a.Job.Label)
 		}
 		s := get(q)
 		s.Total++

@@ -339,3 +339,44 @@ func TestStartWhileBuildkiteDown(t *testing.T) {
 		t.Errorf("log:\n%s", r.log.String())
 	}
 }
+
+// TestUnlistedBuildLookedUp: a build the lists never show (their index
+// lags or lost it) is looked up on its own once the progress listing,
+// which saw every build in flight, missed it twice.
+func TestUnlistedBuildLookedUp(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	r.submit("hid")
+	for r.fake.CountRequests("POST", "/builds") == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.fake.HideFromList(1)
+	if st := r.await("hid", 15*time.Second); st.Status != StatusObtained {
+		t.Fatalf("%+v", st)
+	}
+	if !strings.Contains(r.log.String(), "build 1 is in no list; looked up on its own") {
+		t.Errorf("log:\n%s", r.log.String())
+	}
+}
+
+// TestPagesBeyondTheTenth: 1,050 of the service's builds finish at once;
+// the run's build is the oldest, on the eleventh page of the finished list,
+// and is found there (it was dropped with ten pages read).
+func TestPagesBeyondTheTenth(t *testing.T) {
+	r := newRig(t, rigOpts{pollEvery: 300 * time.Millisecond})
+	r.submit("p")
+	for r.fake.CountRequests("POST", "/builds") == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := range 1050 {
+		r.fake.SeedWithMetaData(map[string]string{"run_id": fmt.Sprintf("other-%d", i), "queue": "nvidia-h100", MetaDataService: "kbgen"}, fastScript, 0)
+	}
+	if st := r.await("p", 20*time.Second); st.Status != StatusObtained {
+		t.Fatalf("%+v", st)
+	}
+	if strings.Contains(r.log.String(), "looked up on its own") {
+		t.Errorf("found by the lookup, not the list:\n%s", r.log.String())
+	}
+	if n := r.fake.CountRequests("GET", "page=11"); n == 0 {
+		t.Error("the eleventh page was never read")
+	}
+}

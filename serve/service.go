@@ -74,6 +74,10 @@ type Config struct {
 	Now func() time.Time // default time.Now
 }
 
+// webhookRoom is the requests a window keeps for polls woken by webhooks
+// and for result fetches, beyond the safety poll's.
+const webhookRoom = 8
+
 // SafetyPoll is the interval of the poller when webhooks are configured:
 // it only catches lost webhooks.
 const SafetyPoll = 5 * time.Second
@@ -141,9 +145,13 @@ func New(cfg Config) (*Service, error) {
 		cfg.PollEvery = max(time.Duration(float64(time.Minute)/(0.66*float64(cfg.Budget.Effective()))), 500*time.Millisecond)
 		if cfg.WebhookSecret != "" || cfg.WebhookToken != "" {
 			cfg.PollEvery = max(cfg.PollEvery, SafetyPoll)
-			// Webhooks do the detecting: the safety poll needs a fifth of
-			// the budget at most, creates may have the rest.
-			cfg.Budget.PollShare = min(cfg.Budget.PollShare, cfg.Budget.Effective()/5)
+			// Webhooks do the detecting: polls keep what the safety poll
+			// spends in a window (one more every progressEvery) plus
+			// webhookRoom for the polls webhooks wake and result fetches;
+			// creates may have the rest. Less, and a burst of creates
+			// leaves a webhook's poll waiting for the window to slide.
+			safety := int(float64(Window)/float64(cfg.PollEvery)*(1+1.0/progressEvery)) + 1
+			cfg.Budget.PollShare = min(cfg.Budget.PollShare, max(cfg.Budget.Effective()/5, safety+webhookRoom))
 		}
 	}
 	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{}), keep: newKeeper(cfg)}, nil

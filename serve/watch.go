@@ -13,7 +13,15 @@ type poller struct {
 	polls  int
 	last   time.Time
 	pruned time.Time
+	// unlisted counts, per build, the progress listings in a row that
+	// showed it neither in flight nor finished.
+	unlisted map[int]int
 }
+
+// watchPages bounds one poll's finished-builds list (100 builds a page):
+// far more than finish between two polls; a page beyond it would be
+// missed, not a later one (the list is newest first).
+const watchPages = 1000
 
 // cursorOverlap re-reads builds that finished just before the cursor: the
 // list may index a build a moment after its finished_at.
@@ -123,7 +131,7 @@ func (s *Service) pollOnce(ctx context.Context) {
 	meta := map[string]string{MetaDataService: s.cfg.Name}
 	// With jobs: the result meta-data counts only when stamped with the
 	// latest eval job (resolve).
-	done, _, err := s.cfg.Client.FilterBuilds(pctx, client.ListFilter{MetaData: meta, FinishedFrom: p.cursor, MaxPages: 10})
+	done, more, err := s.cfg.Client.FilterBuilds(pctx, client.ListFilter{MetaData: meta, FinishedFrom: p.cursor, MaxPages: watchPages})
 	if err != nil {
 		s.logf("poll: %v (next poll in %s)", err, s.cfg.PollEvery)
 		return
@@ -137,20 +145,60 @@ func (s *Service) pollOnce(ctx context.Context) {
 		}
 		s.seen(b)
 	}
-	if c := latest.Add(-cursorOverlap); c.After(p.cursor) {
-		p.cursor = c
+	if c := latest.Add(-cursorOverlap); c.After(p.cursor) && !more {
+		p.cursor = c // with pages left unread, the next poll reads them again
 	}
 	if p.polls%progressEvery == 1 && !oldest.IsZero() {
-		// With jobs: the eval job's state is the "job" progress event.
-		running, _, err := s.cfg.Client.FilterBuilds(pctx, client.ListFilter{States: []string{client.StateRunning}, MetaData: meta, CreatedFrom: oldest.Add(-time.Second)})
-		if err != nil {
-			s.logf("poll: %v", err)
-			return
-		}
-		for i := range running {
-			s.seen(&running[i])
+		s.progress(pctx, meta, oldest, done)
+	}
+}
+
+// inFlight are the states of a build that is not finished.
+var inFlight = []string{client.StateCreating, client.StateScheduled, client.StateRunning, client.StateFailing, client.StateCanceling}
+
+// progress lists the builds in flight with their jobs (one page, the
+// newest 100) for the running and eval job progress events. When that is
+// all of them, a run whose build is neither there nor in the poll's
+// finished list twice in a row (a list index that lags or lost it) is
+// looked up on its own.
+func (s *Service) progress(ctx context.Context, meta map[string]string, oldest time.Time, finished []client.Build) {
+	running, more, err := s.cfg.Client.FilterBuilds(ctx, client.ListFilter{States: inFlight, MetaData: meta, CreatedFrom: oldest.Add(-time.Second)})
+	if err != nil {
+		s.logf("poll: %v", err)
+		return
+	}
+	listed := map[int]bool{}
+	for _, bs := range [][]client.Build{running, finished} {
+		for i := range bs {
+			listed[bs[i].Number] = true
 		}
 	}
+	for i := range running {
+		s.seen(&running[i])
+	}
+	if more {
+		return
+	}
+	p := &s.poller
+	unlisted := map[int]int{}
+	for _, r := range s.runs.active() {
+		build, _, _, _, _, done := r.snapshot()
+		if build == 0 || done || listed[build] {
+			continue
+		}
+		if unlisted[build] = p.unlisted[build] + 1; unlisted[build] < 2 {
+			continue
+		}
+		b, err := s.cfg.Client.GetBuild(ctx, build)
+		if err != nil {
+			s.logf("run %s: build %d is in no list; looking it up: %v", r.ID, build, err)
+			continue
+		}
+		s.logf("run %s: build %d is in no list; looked up on its own: %s", r.ID, build, b.State)
+		delete(unlisted, build)
+		s.seen(b)
+	}
+	p.unlisted = unlisted
 }
 
 // seen takes in a build the API reported: a state change for its run, and

@@ -115,6 +115,7 @@ type Server struct {
 	agents   []AgentSpec
 	limit    rateLimit
 	tokens   map[string]string // API token → its user (AddToken)
+	hidden   map[int]bool      // builds the list leaves out (HideFromList)
 	hook     *webhooks
 	live     *live // set by NewLive: builds run on real agents
 }
@@ -371,17 +372,20 @@ func (s *Server) serveBuilds(w http.ResponseWriter, r *http.Request, parts []str
 	case b.live != nil && len(parts) == 6 && parts[1] == "jobs" && parts[3] == "artifacts" && parts[5] == "download":
 		http.Redirect(w, r, s.liveDownloadURL(parts[4]), http.StatusFound)
 	case len(parts) == 2 && parts[1] == "cancel" && r.Method == http.MethodPut:
+		// builds.md: "Cancels the build if its state is either
+		// scheduled, running, or failing"; anything else is a 422.
 		s.mu.Lock()
-		final := s.stateLocked(b, now).finished
-		if !final && b.canceledAt.IsZero() {
+		st := s.stateLocked(b, now)
+		cancelable := !st.finished && (st.build == "scheduled" || st.build == "running" || st.build == "failing")
+		if cancelable && b.canceledAt.IsZero() {
 			b.canceledAt = now
 		}
-		if !final && b.live != nil {
+		if cancelable && b.live != nil {
 			s.cancelLiveLocked(b, time.Now())
 		}
 		s.mu.Unlock()
-		if final {
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "Build can't be canceled because it's already finished."})
+		if !cancelable {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "Build can't be canceled because it's " + st.build + "."})
 			return
 		}
 		writeJSON(w, http.StatusOK, s.buildJSON(b, now))
@@ -437,7 +441,7 @@ func (s *Server) listAgents(w http.ResponseWriter) {
 			"paused": a.Paused,
 		}
 		if a.BusyWith != "" {
-			ag["job"] = map[string]any{"id": "j", "type": "script", "label": a.BusyWith, "state": "running"}
+			ag["job"] = map[string]any{"id": "j", "type": "script", "name": a.BusyWith, "state": "running"} // agents.md: the job's "name"
 		}
 		out = append(out, ag)
 	}

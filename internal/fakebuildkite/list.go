@@ -80,6 +80,17 @@ func (lq *listQuery) match(b *build, st snapshot) bool {
 	return true
 }
 
+// HideFromList leaves build number out of every builds-list answer (a
+// list index that lags or lost it); GET of the build still answers.
+func (s *Server) HideFromList(number int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hidden == nil {
+		s.hidden = map[int]bool{}
+	}
+	s.hidden[number] = true
+}
+
 // list answers GET …/builds: newest first, filtered, one page, with a Link
 // header to the next page as Buildkite sends it.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
@@ -92,6 +103,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	var matched []*build
 	for _, b := range s.builds {
+		if s.hidden[b.number] {
+			continue
+		}
 		if lq.match(b, s.stateLocked(b, now)) {
 			matched = append(matched, b)
 		}

@@ -24,7 +24,7 @@ func (s *Server) liveBuildJSON(b *build) map[string]any {
 	for _, j := range lb.order {
 		for ; j != nil; j = j.retriedBy {
 			job := map[string]any{
-				"id": j.id, "type": "script", "name": j.spec.label, "label": j.spec.label, "state": j.state,
+				"id": j.id, "type": "script", "name": j.spec.label, "state": j.state, // REST jobs have a name, no label (builds.md)
 				"exit_status": j.exit, "created_at": tsp(j.created), "scheduled_at": tsp(j.created), "runnable_at": tsp(j.runnable),
 				"started_at": tsp(j.started), "finished_at": tsp(j.finished), "command": j.spec.command,
 				"artifacts_url": fmt.Sprintf("%s/jobs/%s/artifacts", base, j.id),
@@ -110,7 +110,7 @@ func (s *Server) liveAgentsJSON() []any {
 		ag := map[string]any{"id": a.id, "name": a.name, "connection_state": state, "hostname": "localhost",
 			"version": a.version, "meta_data": a.tags, "paused": false}
 		if j := a.job; j != nil {
-			ag["job"] = map[string]any{"id": j.id, "type": "script", "label": j.spec.label, "state": j.state}
+			ag["job"] = map[string]any{"id": j.id, "type": "script", "name": j.spec.label, "state": j.state} // agents.md: the job's "name"
 		}
 		out = append(out, ag)
 	}

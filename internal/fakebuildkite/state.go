@@ -132,7 +132,7 @@ func (s *Server) buildJSON(b *build, now time.Time) map[string]any {
 			id = firstJobID(b)
 		}
 		job := map[string]any{
-			"id": id, "type": "script", "name": j.label, "label": j.label, "state": j.state,
+			"id": id, "type": "script", "name": j.label, "state": j.state, // REST jobs have a name, no label (builds.md)
 			"exit_status": j.exit, "created_at": tsp(b.created), "started_at": tsp(j.started), "finished_at": tsp(j.finished),
 			"artifacts_url": fmt.Sprintf("%s/jobs/%s/artifacts", base, id), "web_url": fmt.Sprintf("https://buildkite.com/%s/%s/builds/%d#%s", s.Org, s.Pipeline, b.number, id),
 			"retried": j.retried,
