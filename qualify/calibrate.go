@@ -39,12 +39,12 @@ type Calibration struct {
 
 // Run is one calibration run: its repetitions' times and its noise.
 type Run struct {
-	MeanMS       float64  `json:"mean_ms"`
-	MinMS        float64  `json:"min_ms"`
-	StealPercent float64  `json:"steal_percent"`
-	ForeignPct   float64  `json:"foreign_cpu_percent"`
-	Verdict      string   `json:"verdict,omitempty"`
-	Reasons      []string `json:"reasons,omitempty"`
+	MeanMS       float64       `json:"mean_ms"`
+	MinMS        float64       `json:"min_ms"`
+	StealPercent float64       `json:"steal_percent"`
+	ForeignPct   float64       `json:"foreign_cpu_percent"`
+	Verdict      noise.Verdict `json:"verdict,omitempty"`
+	Reasons      []string      `json:"reasons,omitempty"`
 }
 
 // kernelWords is the kernel's working set: 32 KiB, an L1 data cache, so
@@ -133,7 +133,7 @@ func Calibrate(ctx context.Context, o CalibrateOptions) (*Calibration, error) {
 			sampler.End("benchmark")
 			rec := sampler.Record(o.Policy)
 			nr := rec.Runs["benchmark"]
-			run.StealPercent, run.ForeignPct, run.Verdict = nr.Steal.StealPercent, nr.Foreign.CPUPercent, string(nr.Verdict)
+			run.StealPercent, run.ForeignPct, run.Verdict = nr.Steal.StealPercent, nr.Foreign.CPUPercent, nr.Verdict
 			for _, x := range rec.Reasons {
 				run.Reasons = append(run.Reasons, x.Message)
 			}

@@ -44,7 +44,7 @@ type GPUResult struct {
 	QuietMeanMS  float64  `json:"quiet_mean_ms"`
 	LoadedMeanMS *float64 `json:"loaded_mean_ms"`
 	NoiseSources []string `json:"noise_sources"`
-	Verdict      string   `json:"verdict"`
+	Verdict      Verdict  `json:"verdict"`
 	Why          []string `json:"why,omitempty"`
 }
 
@@ -135,7 +135,7 @@ func (o *Options) qualifyGPU(ctx context.Context, agents []node.Agent, i int) *G
 	a := agents[i]
 	res := &GPUResult{NoiseSources: []string{}}
 	fail := func(err error) *GPUResult {
-		res.Verdict, res.Why = "fail", []string{err.Error()}
+		res.Verdict, res.Why = Fail, []string{err.Error()}
 		return res
 	}
 	if a.GPU.UUID == "" {
@@ -190,10 +190,7 @@ func (o *Options) qualifyGPU(ctx context.Context, agents []node.Agent, i int) *G
 	if s := res.ShiftPercent; s != nil && (*s > o.MaxShift || *s < -o.MaxShift) {
 		res.Why = append(res.Why, fmt.Sprintf("GPU shift under load %+.2f %% beyond ±%g %%", *s, o.MaxShift))
 	}
-	res.Verdict = "pass"
-	if len(res.Why) > 0 {
-		res.Verdict = "fail"
-	}
+	res.Verdict = verdictOf(res.Why)
 	return res
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/node"
+	"github.com/gpu-mode/kbgen/noise"
 )
 
 // Default thresholds: the issue's bare-metal goals (nvbench's default
@@ -92,7 +93,7 @@ type AgentResult struct {
 	// are the distinct reasons.
 	NoisyRuns    int      `json:"noisy_runs"`
 	NoiseSources []string `json:"noise_sources"`
-	Verdict      string   `json:"verdict"`
+	Verdict      Verdict  `json:"verdict"`
 	Why          []string `json:"why,omitempty"`
 	Error        string   `json:"error,omitempty"`
 	// GPU is the GPU calibration, when it ran.
@@ -131,12 +132,12 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 		res := o.agent(ctx, agents, i)
 		if o.GPU != nil && res.Error == "" {
 			res.GPU = o.qualifyGPU(ctx, agents, i)
-			if res.GPU.Verdict != "pass" {
-				res.Verdict = "fail"
+			if res.GPU.Verdict != Pass {
+				res.Verdict = Fail
 				res.Why = append(res.Why, res.GPU.Why...)
 			}
 		}
-		if res.Verdict != "pass" {
+		if res.Verdict != Pass {
 			r.Pass = false
 		}
 		r.Agents = append(r.Agents, res)
@@ -188,7 +189,7 @@ func (o *Options) agent(ctx context.Context, agents []node.Agent, i int) AgentRe
 	a := agents[i]
 	res := AgentResult{Name: a.ID, CPUs: a.CPUSet, NoiseSources: []string{}, PinnedCPU: -1}
 	failed := func(err error) AgentResult {
-		res.Verdict, res.Error = "fail", err.Error()
+		res.Verdict, res.Error = Fail, err.Error()
 		return res
 	}
 	o.logf("%s: warm-up on CPUs %s", a.ID, a.CPUSet)
@@ -301,7 +302,7 @@ func (o *Options) judge(res *AgentResult, quiet, loaded *Calibration) {
 	seen := map[string]bool{}
 	for _, run := range all {
 		res.StealPercent = max(res.StealPercent, run.StealPercent)
-		if run.Verdict == "noisy" {
+		if run.Verdict == noise.Noisy {
 			res.NoisyRuns++
 		}
 		for _, why := range run.Reasons {
@@ -321,10 +322,7 @@ func (o *Options) judge(res *AgentResult, quiet, loaded *Calibration) {
 	if res.StealPercent > o.MaxSteal {
 		res.Why = append(res.Why, fmt.Sprintf("steal up to %.1f %% > %g %%", res.StealPercent, o.MaxSteal))
 	}
-	res.Verdict = "pass"
-	if len(res.Why) > 0 {
-		res.Verdict = "fail"
-	}
+	res.Verdict = verdictOf(res.Why)
 }
 
 // reasonSource shortens a noise reason to its kind for the table.

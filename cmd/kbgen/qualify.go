@@ -134,18 +134,14 @@ func printQualify(g *Globals, r *qualify.Report) {
 	w := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "AGENT\tCPUS\tCV %\tLOADED CV %\tSHIFT %\tSTEAL %\tNOISY RUNS\tNOISE SOURCES\tVERDICT")
 	for _, a := range r.Agents {
-		verdict := a.Verdict
+		why := a.Why
 		if a.Error != "" {
-			verdict += ": " + a.Error
-		} else if len(a.Why) > 0 {
-			verdict += ": " + strings.Join(a.Why, "; ")
+			why = []string{a.Error}
 		}
+		verdict := a.Verdict.Text(why, a.LoadSkipped)
 		src := strings.Join(a.NoiseSources, ", ")
 		if src == "" {
 			src = "-"
-		}
-		if a.LoadSkipped != "" {
-			verdict += " (" + a.LoadSkipped + ")"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%.2f\t%s\t%s\t%.1f\t%d\t%s\t%s\n", a.Name, a.CPUs, a.CVPercent, pct(a.LoadedCVPercent, "%.2f"), pct(a.ShiftPercent, "%+.2f"), a.StealPercent, a.NoisyRuns, src, verdict)
 	}
@@ -166,10 +162,7 @@ func printQualify(g *Globals, r *qualify.Report) {
 			if src == "" {
 				src = "-"
 			}
-			verdict := strings.Join(append([]string{a.GPU.Verdict}, a.GPU.Why...), ": ")
-			if a.GPU.LoadSkipped != "" {
-				verdict += " (" + a.GPU.LoadSkipped + ")"
-			}
+			verdict := a.GPU.Verdict.Text(a.GPU.Why, a.GPU.LoadSkipped)
 			fmt.Fprintf(w, "%s\t%s\t%.4f\t%d\t%.2f\t%s\t%s\t%s\t%s\n", a.Name, a.GPU.Device, a.GPU.QuietMeanMS, a.GPU.MatmulsPerSample, a.GPU.CVPercent, pct(a.GPU.LoadedCVPercent, "%.2f"), pct(a.GPU.ShiftPercent, "%+.2f"), src, verdict)
 		}
 		w.Flush()
