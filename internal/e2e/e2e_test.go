@@ -283,35 +283,36 @@ func TestAgentKilledMidJob(t *testing.T) {
 
 // TestImageMissingOnOneAgent: on one agent the runner image is absent
 // (its docker client asks the engine for a tag no one built); the sandbox
-// exits 75 and the retry on the other agent gives the result. The agent
-// without the image takes one job and leaves (--disconnect-after-job), and
-// the other starts after that, so which agent runs which attempt is fixed.
+// exits 75, the gpu-docker hook takes that agent out of rotation (SIGTERM:
+// it finishes the job and disconnects instead of pinging for the retry,
+// which it would otherwise win: it is idle first), says so in the job log,
+// and the retry runs on the other agent, which was idle all along.
 func TestImageMissingOnOneAgent(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	_ = h.gpus[1].Stop(15 * time.Second)
 	wrapped := filepath.Join(h.dir, "nodocker")
 	must(t, os.MkdirAll(wrapped, 0o755))
 	realDocker, err := exec.LookPath("docker")
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(wrapped, "docker"), fmt.Appendf(nil, "#!/bin/sh\n# This host lacks the runner image: ask for a tag that does not exist.\nfor a; do shift; if [ \"$a\" = %q ]; then a=kbgen-test-absent:e2e; fi; set -- \"$@\" \"$a\"; done\nexec %s \"$@\"\n", h.image, realDocker), 0o755))
 	_ = h.gpus[0].Stop(15 * time.Second)
+	_ = h.gpus[1].Stop(15 * time.Second)
 	na := h.node[0]
 	dir := filepath.Join(h.dir, "agents", "noimage")
 	cfg, err := na.Prepare(h.root, dir)
 	must(t, err)
 	a, err := StartAgent(AgentSpec{Binary: h.agentBin, Name: "noimage", Endpoint: h.srv.AgentEndpoint(), Token: h.srv.AgentToken(),
-		Config: cfg, Dir: dir, Env: append(append([]string{}, na.Env...), "PATH="+wrapped+":"+h.bin+":"+os.Getenv("PATH"), "HOME="+dir, "KBGEN_SANDBOX_NO_GPU=1"),
-		Args: []string{"--disconnect-after-job"}})
+		Config: cfg, Dir: dir, Env: append(append([]string{}, na.Env...), "PATH="+wrapped+":"+h.bin+":"+os.Getenv("PATH"), "HOME="+dir, "KBGEN_SANDBOX_NO_GPU=1")})
 	must(t, err)
 	t.Cleanup(func() { h.stopAgent(a) })
 	done := make(chan cliResult, 1)
 	go func() {
 		done <- h.run(h.cliEnv(), "submit", "--queue", vendorQueue, "--example", "vectoradd", "--mode", "test", "--run-id", "e2e-noimage", "--timeout", "3m")
 	}()
-	// Once the first attempt failed, bring up the agent that has it.
+	// Once noimage has taken the first attempt, a healthy agent joins and
+	// idles: both are there when the retry is made.
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		if js := h.srv.Jobs(1); len(js) >= 2 && js[1].Exit != nil {
+		if js := h.srv.Jobs(1); len(js) >= 2 && js[1].Agent == "noimage" {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -327,6 +328,16 @@ func TestImageMissingOnOneAgent(t *testing.T) {
 			t.Logf("job %s on %s: %s exit %v\n%s", j.Key, j.Agent, j.State, j.Exit, tail(j.Log, 8))
 		}
 		t.Fatalf("want the eval to exit 75 on noimage and pass on node-gpu1-again")
+	}
+	if !strings.Contains(jobs[1].Log, "stopping agent noimage") {
+		t.Errorf("the failed job's log does not say the agent leaves rotation:\n%s", tail(jobs[1].Log, 12))
+	}
+	stopped := time.Now().Add(30 * time.Second)
+	for !a.Exited() && time.Now().Before(stopped) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !a.Exited() || !strings.Contains(a.Log(), "Gracefully stopping agent") {
+		t.Errorf("agent noimage still running after its exit 75 (exited %v):\n%s", a.Exited(), tail(a.Log(), 12))
 	}
 }
 
