@@ -87,12 +87,6 @@ class LauncherTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(st["status"], "timed_out", st)
         self.assertIn("canceled", st["result"]["error"])
 
-    async def test_timeout_cancels_the_build(self):
-        result = await BuildkiteLauncher(timeout_seconds=0.5).run_submission(job(), H100, Reporter())
-        self.assertFalse(result.success)
-        self.assertIn("timed out", result.error)
-        self.assertIn("the build was canceled", result.error)
-
     async def test_queue_status(self):
         launcher = BuildkiteLauncher()
         statuses = await asyncio.gather(*[launcher.get_queue_status(H100, {"lang": "py"}) for _ in range(20)])

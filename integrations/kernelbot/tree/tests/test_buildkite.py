@@ -11,7 +11,14 @@ import pytest
 from libkernelbot.consts import BUILDKITE_QUEUES, GPU_TO_SM, BuildkiteGPU, get_gpu_by_name
 from libkernelbot.launchers import BuildkiteLauncher
 from libkernelbot.report import RunProgressReporter
-from libkernelbot.run_eval import CompileResult, EvalResult, FullResult, ProfileResult, RunResult, SystemInfo
+from libkernelbot.run_eval import (
+    CompileResult,
+    EvalResult,
+    FullResult,
+    ProfileResult,
+    RunResult,
+    SystemInfo,
+)
 
 BUILD_URL = "https://buildkite.com/gpu-mode/kernelbot/builds/7"
 
@@ -38,19 +45,35 @@ def kbgen_result(success=True, profile=False) -> dict:
         "end": "2026-01-02T03:04:09.654321",
         "compilation": None,
         "run": {
-            "success": True, "passed": True, "command": "python3 eval.py leaderboard", "stdout": "",
-            "stderr": "", "exit_code": 0, "duration": 4.5,
+            "success": True,
+            "passed": True,
+            "command": "python3 eval.py leaderboard",
+            "stdout": "",
+            "stderr": "",
+            "exit_code": 0,
+            "duration": 4.5,
             "result": {"benchmark-count": "1", "benchmark.0.mean": "1000.0", "check": "pass"},
         },
         "profile": None,
     }
     if profile:
-        run["profile"] = {"profiler": "ncu", "trace": "UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA==", "download_url": None}
+        run["profile"] = {
+            "profiler": "ncu",
+            "trace": "UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA==",
+            "download_url": None,
+        }
     return {
         "success": success,
         "error": "" if success else "the build failed",
-        "system": {"gpu": "NVIDIA H100 80GB HBM3", "device_count": 1, "cpu": "AMD EPYC", "runtime": "CUDA",
-                   "platform": "Linux", "torch": "2.8.0", "hostname": "node-1"},
+        "system": {
+            "gpu": "NVIDIA H100 80GB HBM3",
+            "device_count": 1,
+            "cpu": "AMD EPYC",
+            "runtime": "CUDA",
+            "platform": "Linux",
+            "torch": "2.8.0",
+            "hostname": "node-1",
+        },
         "runs": {"leaderboard" if not profile else "profile.0": run},
     }
 
@@ -63,23 +86,41 @@ class FakeServe:
         self.result = result
         self.post_code = post_code
         self.hang = hang
-        self.events = events if events is not None else [
-            {"event": "created", "build": 7, "url": BUILD_URL, "elapsed": 0.2},
-            {"event": "state", "state": "scheduled", "elapsed": 0.5},
-            {"event": "state", "state": "passed", "elapsed": 9.0},
-            {"event": "done", "success": True, "exit_code": 0},
-        ]
+        self.events = (
+            events
+            if events is not None
+            else [
+                {"event": "created", "build": 7, "url": BUILD_URL, "elapsed": 0.2},
+                {"event": "state", "state": "scheduled", "elapsed": 0.5},
+                {"event": "state", "state": "passed", "elapsed": 9.0},
+                {"event": "done", "success": True, "exit_code": 0},
+            ]
+        )
 
     def call(self, method, path, body=None):
         self.calls.append((method, path, body))
         if method == "POST":
-            return self.post_code, ({"error": "unknown queue"} if self.post_code >= 400 else {"state": "queued"})
+            return self.post_code, (
+                {"error": "unknown queue"} if self.post_code >= 400 else {"state": "queued"}
+            )
         if method == "DELETE":
             return 200, {"state": "done", "status": "timed_out"}
         if path.startswith("/v1/queues/"):
-            return 200, {"queue": path.rsplit("/", 1)[1], "waiting": 3, "running": 2, "idle": 1, "busy": 2}
-        return 200, {"state": "done", "build": 7, "url": BUILD_URL, "build_state": "passed", "status": "obtained",
-                     "result": self.result}
+            return 200, {
+                "queue": path.rsplit("/", 1)[1],
+                "waiting": 3,
+                "running": 2,
+                "idle": 1,
+                "busy": 2,
+            }
+        return 200, {
+            "state": "done",
+            "build": 7,
+            "url": BUILD_URL,
+            "build_state": "passed",
+            "status": "obtained",
+            "result": self.result,
+        }
 
     def stream(self, path, put, stop: threading.Event):
         self.calls.append(("GET", path, None))
@@ -135,7 +176,12 @@ async def test_run_submission_returns_kernelbot_dataclasses():
     assert run.start == datetime.datetime(2026, 1, 2, 3, 4, 5, 123456)
     assert run.end > run.start and run.run.passed
     method, path, body = serve.calls[0]
-    assert (method, path, body["queue"], body["timeout_seconds"]) == ("POST", "/v1/runs", "nvidia-h100", 3600.0)
+    assert (method, path, body["queue"], body["timeout_seconds"]) == (
+        "POST",
+        "/v1/runs",
+        "nvidia-h100",
+        3600.0,
+    )
     assert json.loads(zlib.decompress(base64.b64decode(body["payload"]))) == config
     assert reporter.messages == ["⏳ Submitting to Buildkite queue `nvidia-h100`..."]
     assert f"[7](<{BUILD_URL}>)" in reporter.updates[0]
@@ -146,7 +192,9 @@ async def test_run_submission_returns_kernelbot_dataclasses():
 @pytest.mark.asyncio
 async def test_profile_points_at_the_build():
     serve = FakeServe(result=kbgen_result(profile=True))
-    result = await launcher_with(serve).run_submission({"lang": "py"}, get_gpu_by_name("H100_BK"), None)
+    result = await launcher_with(serve).run_submission(
+        {"lang": "py"}, get_gpu_by_name("H100_BK"), None
+    )
     profile = result.runs["profile.0"].profile
     assert isinstance(profile, ProfileResult)
     assert profile.download_url == BUILD_URL
@@ -157,7 +205,9 @@ async def test_profile_points_at_the_build():
 async def test_failed_run_is_a_result_not_an_exception():
     serve = FakeServe(result=kbgen_result(success=False))
     reporter = MockProgressReporter()
-    result = await launcher_with(serve).run_submission({"lang": "py"}, get_gpu_by_name("MI300_BK"), reporter)
+    result = await launcher_with(serve).run_submission(
+        {"lang": "py"}, get_gpu_by_name("MI300_BK"), reporter
+    )
     assert not result.success and result.error == "the build failed"
     assert serve.calls[0][2]["queue"] == "amd-mi300"
     assert reporter.updates[-1].startswith("❌")
@@ -166,7 +216,9 @@ async def test_failed_run_is_a_result_not_an_exception():
 @pytest.mark.asyncio
 async def test_refused_run():
     serve = FakeServe(post_code=422)
-    result = await launcher_with(serve).run_submission({"lang": "py"}, get_gpu_by_name("H100_BK"), None)
+    result = await launcher_with(serve).run_submission(
+        {"lang": "py"}, get_gpu_by_name("H100_BK"), None
+    )
     assert not result.success
     assert "refused" in result.error and "unknown queue" in result.error
 
@@ -179,7 +231,9 @@ async def test_unreachable_service():
         raise ConnectionRefusedError("connection refused")
 
     with patch.object(launcher, "_call", refuse):
-        result = await launcher.run_submission({"lang": "py"}, get_gpu_by_name("H100_BK"), MockProgressReporter())
+        result = await launcher.run_submission(
+            {"lang": "py"}, get_gpu_by_name("H100_BK"), MockProgressReporter()
+        )
     assert not result.success and "unreachable" in result.error
 
 
@@ -187,14 +241,18 @@ async def test_unreachable_service():
 async def test_unreadable_result():
     bad = kbgen_result()
     bad["runs"]["leaderboard"]["run"]["surprise"] = 1
-    result = await launcher_with(FakeServe(result=bad)).run_submission({"lang": "py"}, get_gpu_by_name("H100_BK"), None)
+    result = await launcher_with(FakeServe(result=bad)).run_submission(
+        {"lang": "py"}, get_gpu_by_name("H100_BK"), None
+    )
     assert not result.success and "cannot read" in result.error
 
 
 @pytest.mark.asyncio
 async def test_cancelled_task_cancels_the_build():
     serve = FakeServe(hang=True, events=[])
-    task = asyncio.create_task(launcher_with(serve).run_submission({"lang": "py"}, get_gpu_by_name("H100_BK"), None))
+    task = asyncio.create_task(
+        launcher_with(serve).run_submission({"lang": "py"}, get_gpu_by_name("H100_BK"), None)
+    )
     for _ in range(100):
         if any(path.endswith("/events?from=0") for _, path, _ in serve.calls):
             break

@@ -102,7 +102,9 @@ class BuildkiteLauncher(Launcher):
         except OSError as e:
             return await progress.failed(f"kbgen serve at {self.url} is unreachable: {e}")
         if code >= 400:
-            return await progress.failed(f"kbgen serve refused the run ({code}): {body.get('error', '')}")
+            return await progress.failed(
+                f"kbgen serve refused the run ({code}): {body.get('error', '')}"
+            )
         try:
             final = await self._follow(request, progress)
         except asyncio.CancelledError:
@@ -111,17 +113,23 @@ class BuildkiteLauncher(Launcher):
             raise
         return await progress.finished(final)
 
-    async def get_queue_status(self, gpu_type: GPU, config: dict | None = None) -> RunnerQueueStatus:
+    async def get_queue_status(
+        self, gpu_type: GPU, config: dict | None = None
+    ) -> RunnerQueueStatus:
         """The queue's backlog and agents from kbgen serve's cached view (no Buildkite request)."""
         queue = BUILDKITE_QUEUES.get(gpu_type.value)
         if queue is None:
             return _unavailable(self.name, gpu_type, f"{gpu_type.name} is not a Buildkite GPU")
         try:
-            code, body = await asyncio.to_thread(self._call, "GET", f"/v1/queues/{urllib.parse.quote(queue)}")
+            code, body = await asyncio.to_thread(
+                self._call, "GET", f"/v1/queues/{urllib.parse.quote(queue)}"
+            )
         except OSError as e:
             return _unavailable(self.name, gpu_type, f"kbgen serve is unreachable: {e}")
         if code != 200:
-            return _unavailable(self.name, gpu_type, body.get("error") or f"kbgen serve answered {code}")
+            return _unavailable(
+                self.name, gpu_type, body.get("error") or f"kbgen serve answered {code}"
+            )
         try:
             return RunnerQueueStatus(
                 runner=self.name,
@@ -131,11 +139,13 @@ class BuildkiteLauncher(Launcher):
                 available_runners=int(body["idle"]),
             )
         except (KeyError, TypeError, ValueError) as e:
-            return _unavailable(self.name, gpu_type, f"kbgen serve sent an unreadable queue status: {e!r}")
+            return _unavailable(
+                self.name, gpu_type, f"kbgen serve sent an unreadable queue status: {e!r}"
+            )
 
     # --- following a run ------------------------------------------------------------
 
-    async def _follow(self, request: dict, progress: "_Progress") -> dict:
+    async def _follow(self, request: dict, progress: "_Progress") -> dict:  # noqa: C901
         """Stream the run's events until it is done, riding out a restart of the service;
         return its final status (GET /v1/runs/{id})."""
         run_id = request["run_id"]
@@ -187,7 +197,9 @@ class BuildkiteLauncher(Launcher):
             except OSError:
                 pass
 
-    def _reader(self, run_id: str, start: int, lines: asyncio.Queue, loop, stop: threading.Event) -> None:
+    def _reader(
+        self, run_id: str, start: int, lines: asyncio.Queue, loop, stop: threading.Event
+    ) -> None:
         def put(item):
             try:
                 loop.call_soon_threadsafe(lines.put_nowait, item)
@@ -211,7 +223,7 @@ class BuildkiteLauncher(Launcher):
 
     def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
         if self.url.startswith("unix:"):
-            return _UnixHTTPConnection(self.url[len("unix:"):], timeout)
+            return _UnixHTTPConnection(self.url[len("unix:") :], timeout)
         u = urllib.parse.urlsplit(self.url)
         cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
         return cls(u.hostname, u.port, timeout=timeout)
@@ -234,7 +246,9 @@ class BuildkiteLauncher(Launcher):
                 answer = json.loads(raw or b"{}")
             except ValueError:
                 answer = {"error": raw[:500].decode(errors="replace")}
-            return resp.status, answer if isinstance(answer, dict) else {"error": "not a JSON object"}
+            return resp.status, answer if isinstance(answer, dict) else {
+                "error": "not a JSON object"
+            }
         finally:
             conn.close()
 
@@ -288,7 +302,9 @@ def _failed(message: str) -> FullResult:
 
 
 def _unavailable(runner: str, gpu_type: GPU, error: str) -> RunnerQueueStatus:
-    return RunnerQueueStatus(runner=runner, gpu=gpu_type.name, queued_jobs=None, status="unavailable", error=error)
+    return RunnerQueueStatus(
+        runner=runner, gpu=gpu_type.name, queued_jobs=None, status="unavailable", error=error
+    )
 
 
 class _Progress:
@@ -344,7 +360,9 @@ class _Progress:
         except (KeyError, TypeError, ValueError) as e:
             return await self.failed(f"kbgen serve returned a result Kernelbot cannot read: {e!r}")
         mark = "✅" if result.success else "❌"
-        await self._show(f"{mark} {self._link()}: {final.get('build_state') or final.get('status', 'done')}")
+        await self._show(
+            f"{mark} {self._link()}: {final.get('build_state') or final.get('status', 'done')}"
+        )
         return result
 
 
