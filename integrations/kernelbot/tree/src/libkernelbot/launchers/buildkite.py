@@ -178,7 +178,9 @@ class BuildkiteLauncher(Launcher):
                     code, body = 0, {"error": str(e)}
                 if code == 200 and body.get("result") is not None:
                     return body
-                return {"result": None, "error": f"run {run_id} ended without a result ({code})"}
+                # kbgen serve drops a result only past its budget, and says why.
+                why = (body.get("result_gone") if code == 200 else None) or code
+                return {"result": None, "error": f"run {run_id} ended without a result ({why})"}
             # The stream broke (a service restart): resume where it stopped. A restarted
             # service that never created the build gets the run again; the id makes it safe.
             now = loop.time()
