@@ -47,8 +47,8 @@ type Doctor struct {
 	// Image runs the per-agent isolation probe; "" skips those checks.
 	Image string
 	// RunnerBinary is the host's static kbgen, mounted as the sandbox
-	// always does; OutDir an empty host directory for the sandbox's mount.
-	RunnerBinary, OutDir string
+	// always does.
+	RunnerBinary string
 	// SandboxHost is what the sandbox's planner reads (device files, SMT).
 	SandboxHost sandbox.Host
 	// NoGPU leaves the GPU flags out of the probe (tests on engines with
@@ -306,7 +306,6 @@ func (d *Doctor) checkIsolation(ctx context.Context, p *Plan, a *Agent, dockerOK
 			Name:         "kbgen-doctor-" + a.ID,
 			Command:      []string{"sh", "-c", probeScript},
 			RunnerBinary: d.RunnerBinary,
-			OutDir:       d.OutDir,
 			NoGPU:        d.NoGPU,
 			Env:          sandbox.ContainerEnv(func(string) (string, bool) { return "", false }),
 		})

@@ -112,7 +112,7 @@ func h100Node(t *testing.T) *fakeNode {
 }
 
 func newDoctor(root fs.FS, r Runner) *Doctor {
-	return &Doctor{Root: root, Runner: r, Image: "kbgen-runner:test", RunnerBinary: "/usr/local/bin/kbgen", OutDir: "/tmp/out",
+	return &Doctor{Root: root, Runner: r, Image: "kbgen-runner:test", RunnerBinary: "/usr/local/bin/kbgen",
 		SandboxHost: sandbox.Host{SysfsRoot: "testdata/h100x8/sys", KFD: "/dev/kfd", Stat: func(string) (sandbox.Device, error) {
 			return sandbox.Device{CharDevice: true, GID: 44}, nil
 		}}}

@@ -42,56 +42,47 @@ type Docker struct {
 
 func (d *Docker) Name() string { return "sandbox (docker)" }
 
-func (d *Docker) spec(a node.Agent, name string, args []string) (*sandbox.Spec, string, error) {
+func (d *Docker) spec(a node.Agent, name string, args []string) (*sandbox.Spec, error) {
 	pl, err := sandbox.PlacementFromEnv(a.EnvLookup(d.Plan.Runtime, d.Plan.CgroupVersion))
 	if err != nil {
-		return nil, "", err
-	}
-	out, err := os.MkdirTemp("", "kbgen-qualify-")
-	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	spec, err := sandbox.Plan(steps.GPUDockerConfig{Image: d.Image, Runtime: d.Plan.Runtime, GPUs: 1}, pl, d.Host, sandbox.Options{
 		Name:         name,
 		Command:      append([]string{sandbox.ContainerRunner, "node", "calibrate"}, args...),
 		RunnerBinary: d.RunnerBinary,
-		OutDir:       out,
 		NoGPU:        d.NoGPU,
 		Env:          sandbox.ContainerEnv(func(string) (string, bool) { return "", false }),
 	})
 	if err != nil {
-		os.RemoveAll(out)
-		return nil, "", fmt.Errorf("the sandbox refuses %s's placement: %w", a.ID, err)
+		return nil, fmt.Errorf("the sandbox refuses %s's placement: %w", a.ID, err)
 	}
-	return spec, out, nil
+	return spec, nil
 }
 
 func (d *Docker) Calibrate(ctx context.Context, a node.Agent, args []string) ([]byte, error) {
 	name := "kbgen-qualify-" + d.Tag + "-" + a.ID
-	spec, out, err := d.spec(a, name, args)
+	spec, err := d.spec(a, name, args)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(out)
 	defer removeContainer(name)
 	return run(exec.CommandContext(ctx, "docker", spec.Argv()...))
 }
 
 func (d *Docker) StartLoad(ctx context.Context, a node.Agent, dur time.Duration) (func(), error) {
 	name := "kbgen-qualify-" + d.Tag + "-load-" + a.ID
-	spec, out, err := d.spec(a, name, []string{"--load", "--duration", dur.String()})
+	spec, err := d.spec(a, name, []string{"--load", "--duration", dur.String()})
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command("docker", spec.Argv()...)
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(out)
 		return nil, err
 	}
 	return func() {
 		removeContainer(name)
 		_ = cmd.Wait()
-		os.RemoveAll(out)
 	}, nil
 }
 

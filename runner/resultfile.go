@@ -35,6 +35,15 @@ func WriteResult(out string, res *payload.FullResult) ([]string, error) {
 		return nil, fmt.Errorf("writing result: %w", err)
 	}
 	files := []string{filepath.Base(out)}
+	profiles, err := WriteProfiles(filepath.Dir(out), res)
+	return append(files, profiles...), err
+}
+
+// WriteProfiles writes each profile trace in res to
+// profile_data/<run>.zip under dir (the sandbox does the same from a
+// sealed result) and returns them relative to dir.
+func WriteProfiles(dir string, res *payload.FullResult) ([]string, error) {
+	var files []string
 	for key, r := range res.Runs {
 		if r.Profile == nil || r.Profile.Trace == "" {
 			continue
@@ -43,7 +52,7 @@ func WriteResult(out string, res *payload.FullResult) ([]string, error) {
 		if err != nil {
 			continue
 		}
-		p := filepath.Join(filepath.Dir(out), contract.ProfileDir, key+".zip")
+		p := filepath.Join(dir, contract.ProfileDir, key+".zip")
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return files, fmt.Errorf("writing profile: %w", err)
 		}

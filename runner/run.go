@@ -52,6 +52,13 @@ type RunOptions struct {
 	Environ []string
 	// Log receives the progress lines ("kbgen run: …"); nil discards them.
 	Log io.Writer
+	// Sealed, when set, is where the result leaves a sandboxed run (the
+	// container's stdout): the job's key is read from Stdin before
+	// anything runs, and result.json and noise.json go out as one sealed
+	// envelope (package seal), the only copy the host believes. The files
+	// under Out are then the submission's to tamper with; failing to
+	// write them is only logged.
+	Sealed io.Writer
 }
 
 // Outcome is what Run did.
@@ -77,6 +84,10 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	if opts.Publish != "" {
 		return publishResult(ctx, opts)
 	}
+	key, err := opts.readKey()
+	if err != nil {
+		return Outcome{Code: ExitCode(err)}, err
+	}
 	probe, err := LoadProbe(ctx, opts.SystemFile, opts.Environ)
 	if err != nil {
 		return Outcome{Code: ExitCode(err)}, err
@@ -99,16 +110,22 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	}
 	files, werr := WriteResult(opts.Out, out.Result)
 	switch {
+	case werr != nil && opts.Sealed != nil:
+		logf(opts.Log, "%v; the sealed copy on stdout is the result", werr)
+		werr = nil
 	case werr != nil && runErr != nil:
 		logf(opts.Log, "%v", werr) // the run's own failure is the one returned
 	case werr != nil:
 		runErr = werr
 	default:
-		logf(opts.Log, "wrote %s (%s)", opts.Out, describe(out.Result))
+		logf(opts.Log, "wrote %s (%s)", opts.Out, Describe(out.Result))
 	}
 	out.Noise = opts.writeNoise(sampler, mode, runErr == nil)
 	if out.Noise != nil {
 		files = append(files, contract.NoiseFile)
+	}
+	if err := opts.seal(key, out); err != nil && runErr == nil {
+		runErr = err
 	}
 	if !opts.NoUpload && werr == nil {
 		if agent, err := bkagent.Find("", opts.Environ); err == nil {
@@ -275,9 +292,12 @@ func (o RunOptions) writeNoise(s *noise.Sampler, mode payload.Mode, completed bo
 	rec.SetAttempt(o.retries())
 	if err := noise.Write(path, rec); err != nil {
 		logf(o.Log, "%v", err)
-		return nil
+		if o.Sealed == nil {
+			return nil
+		}
+	} else {
+		logf(o.Log, "wrote %s (%s, %.1f ms to record)", path, noiseSummary(rec), rec.CostMS)
 	}
-	logf(o.Log, "wrote %s (%s, %.1f ms to record)", path, noiseSummary(rec), rec.CostMS)
 	if rec.RetryReason != "" {
 		logf(o.Log, "%s", rec.RetryReason)
 	}
@@ -305,8 +325,9 @@ func noiseSummary(rec *noise.Record) string {
 	return "noisy: " + strings.Join(msgs, "; ")
 }
 
-// describe is the one-line state of a result.
-func describe(res *payload.FullResult) string {
+// Describe is the one-line state of a result (also the sandbox's line on
+// what it vouched for).
+func Describe(res *payload.FullResult) string {
 	switch {
 	case !res.Success:
 		return "runner failed: " + res.Error

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -371,5 +372,70 @@ func TestBootstrapCancel(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "exited with status 143") {
 		t.Errorf("the hook did not return the sandbox's 143:\n%s", tail(out.String(), 20))
+	}
+}
+
+// TestBootstrapPlantedHooks: a submission that plants the gpu-docker
+// plugin's post-command and pre-exit hooks and a .git/config with
+// core.fsmonitor in its out dir (which the sandbox used to copy into the
+// checkout) gets nothing onto the host: through the real agent's
+// bootstrap and the repository's plugin, no planted file reaches the
+// checkout, none runs, and the forged result.json is not what the job
+// leaves.
+func TestBootstrapPlantedHooks(t *testing.T) {
+	image := testimage.ShellPython(t)
+	j := newAgentJob(t, image, smallConfig(), steps.RunCommand)
+	pwned := filepath.Join(j.env["HOME"], "PWNED")
+	submission := `o=/kbgen/out
+mkdir -p $o/.buildkite/plugins/gpu-docker/hooks $o/.git
+for h in post-command pre-exit; do
+  printf '#!/bin/sh\ntouch ` + pwned + `-%s\n' $h > $o/.buildkite/plugins/gpu-docker/hooks/$h
+  chmod +x $o/.buildkite/plugins/gpu-docker/hooks/$h
+done
+printf '[core]\n\tfsmonitor = touch ` + pwned + `-fsmonitor\n' > $o/.git/config
+echo '` + forgedPass + `' > $o/result.json
+`
+	job, err := json.Marshal(map[string]any{
+		"lang": "py", "mode": "test", "main": "eval.py", "tests": []map[string]any{{"n": 1}},
+		"sources": map[string]string{"submission.py": submission, "eval.py": "exit 0\n"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := payload.Encode(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range payload.SplitEnv(enc) {
+		j.env[k] = v
+	}
+	j.run(t)
+	t.Logf("bootstrap exit %d; log tail:\n%s", j.code, tail(j.output, 12))
+	if !strings.Contains(j.output, "kbgen sandbox: the result sealed by kbgen run verifies") {
+		t.Fatalf("the job did not run to a vouched result:\n%s", tail(j.output, 30))
+	}
+	for _, h := range []string{"post-command", "pre-exit"} {
+		if _, err := os.Stat(filepath.Join(j.checkout, ".buildkite/plugins/gpu-docker/hooks", h)); !os.IsNotExist(err) {
+			t.Errorf("planted hook %s is in the checkout: %v", h, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(j.checkout, ".git", "config")); strings.Contains(string(b), "fsmonitor") {
+		t.Errorf("planted .git/config reached the checkout:\n%s", b)
+	}
+	if found, _ := filepath.Glob(pwned + "*"); len(found) != 0 {
+		t.Errorf("a planted hook ran on the host: %v", found)
+	}
+	// The fake Agent API refuses the upload, so the hook leaves the
+	// sandbox's result.json for artifact_paths: the runner's, not the
+	// forged one.
+	b, err := os.ReadFile(filepath.Join(j.checkout, contract.ResultFile))
+	if err != nil || strings.Contains(string(b), forgedMarker) {
+		t.Errorf("result.json in the checkout: %v\n%s", err, b)
+	}
+	ents, _ := os.ReadDir(j.checkout)
+	for _, e := range ents {
+		if !slices.Contains([]string{".git", ".buildkite", contract.ResultFile}, e.Name()) {
+			t.Errorf("the checkout holds %s, which the repository does not", e.Name())
+		}
 	}
 }

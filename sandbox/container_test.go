@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -25,6 +24,9 @@ import (
 var testTmp string
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv("KBGEN_TEST_SEALER"); dir != "" {
+		os.Exit(sealerMain(dir))
+	}
 	dir, err := os.MkdirTemp("", "kbgen-sandbox-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -72,7 +74,7 @@ func runInSandbox(t *testing.T, cfg steps.GPUDockerConfig, script string) contai
 	}
 	spec, err := Plan(cfg, pl, LocalHost(), Options{
 		Name: name, Command: []string{"sh", "-c", script}, RunnerBinary: kbgen,
-		PayloadFile: stage.PayloadFile, OutDir: stage.OutDir, Env: ContainerEnv(lookup(hostEnv)), NoGPU: true,
+		PayloadFile: stage.PayloadFile, Env: ContainerEnv(lookup(hostEnv)), NoGPU: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +129,8 @@ cat /kbgen/payload >/dev/null && echo payload=readable || echo payload=unreadabl
 rm -f /kbgen/payload 2>/dev/null && echo payload_rm=yes || echo payload_rm=no
 (echo x > /usr/local/bin/kbgen) 2>/dev/null && echo runner_write=yes || echo runner_write=no
 echo '{"success": true}' > /kbgen/out/result.json && echo out=writable || echo out=readonly
+echo out_fs=$(df -k /kbgen/out | tail -1 | awk '{print $1}') out_kb=$(df -k /kbgen/out | tail -1 | awk '{print $2}') out_inodes=$(df -i /kbgen/out | tail -1 | awk '{print $2}')
+echo work_inodes=$(df -i /work | tail -1 | awk '{print $2}') tmp_inodes=$(df -i /tmp | tail -1 | awk '{print $2}')
 echo runner=$(kbgen version | cut -d' ' -f1)
 echo env_buildkite=$(env | grep -c '^BUILDKITE_')
 echo env_secret=$(env | grep -c ` + plantedSecret + `)
@@ -187,6 +191,11 @@ func TestContainerIsolation(t *testing.T) {
 		"payload_rm":    "no",
 		"runner_write":  "no",
 		"out":           "writable",
+		"out_fs":        "tmpfs",
+		"out_kb":        strconv.Itoa(192 << 10),
+		"out_inodes":    strconv.Itoa(OutDirInodes),
+		"work_inodes":   strconv.Itoa(ScratchInodes),
+		"tmp_inodes":    strconv.Itoa(ScratchInodes),
 		"runner":        "kbgen",
 		"env_buildkite": "0",
 		"env_secret":    "0",
@@ -210,9 +219,10 @@ func TestContainerIsolation(t *testing.T) {
 	case f["cgroup"] == "v2" && f["memory.swap.max"] != "0":
 		t.Errorf("memory.swap.max = %q, want 0", f["memory.swap.max"])
 	}
-	b, err := os.ReadFile(filepath.Join(r.stage.OutDir, "result.json"))
-	if err != nil || !strings.Contains(string(b), "success") {
-		t.Errorf("result.json written inside did not reach the host out dir: %q, %v", b, err)
+	// The out dir is the container's own tmpfs: what was written there
+	// is nowhere on the host, and the stage holds only the payload.
+	if ents, err := os.ReadDir(r.stage.Dir); err != nil || len(ents) != 1 || ents[0].Name() != "payload" {
+		t.Errorf("the stage holds %v (%v), want only the payload", ents, err)
 	}
 	if b, _ := os.ReadFile(r.stage.PayloadFile); !strings.HasPrefix(string(b), "eJx-payload") {
 		t.Errorf("payload file changed on the host: %q", b)
@@ -289,7 +299,7 @@ func plannedSpec(t *testing.T, image, name, script string) *Spec {
 		t.Fatal(err)
 	}
 	spec, err := Plan(steps.GPUDockerConfig{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
-		Name: ContainerName(name), Command: []string{"sh", "-c", script}, RunnerBinary: kbgenbin.Path(t), OutDir: stage.OutDir, NoGPU: true,
+		Name: ContainerName(name), Command: []string{"sh", "-c", script}, RunnerBinary: kbgenbin.Path(t), NoGPU: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +329,7 @@ func TestContainerStaleAndSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec, err := Plan(steps.GPUDockerConfig{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
-		Name: name, Command: []string{"sh", "-c", "echo started; sleep 300"}, RunnerBinary: kbgen, OutDir: stage.OutDir, NoGPU: true,
+		Name: name, Command: []string{"sh", "-c", "echo started; sleep 300"}, RunnerBinary: kbgen, NoGPU: true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -28,16 +28,22 @@ func ExitCode(err error) int {
 }
 
 // Exit is the exit code of a run that finished, and why it is not the
-// container's own when it is not: docker could not run the container, or
-// the results could not be copied back (both 75: the machine's fault).
+// container's own when it is not: docker could not run the container or
+// the host could not write the vouched result (75: the machine's fault),
+// or `kbgen run` left no result the sandbox could verify (then 0 and 75
+// become 1: a job whose runner was killed or silenced from inside has
+// failed, and is not retried elsewhere; other codes, such as 137, stand).
 func (o Outcome) Exit() (int, error) {
+	unverified := o.Vouch != nil && !o.Vouch.Verified
 	switch {
 	case o.Code == DockerExitInfra:
 		return exitcode.TempFail, fmt.Errorf("docker could not run the container (exit %d, see docker's message above)", o.Code)
+	case unverified && (o.Code == exitcode.OK || o.Code == exitcode.TempFail):
+		return exitcode.Failure, errors.New(o.Vouch.Reason)
 	case o.Code != 0:
 		return o.Code, nil
-	case o.CollectErr != nil:
-		return exitcode.TempFail, nil
+	case o.WriteErr != nil:
+		return exitcode.TempFail, o.WriteErr
 	}
 	return exitcode.OK, nil
 }

@@ -31,7 +31,8 @@ func TestExitCode(t *testing.T) {
 }
 
 // TestOutcomeExit: the container's code stands, except docker's own
-// failure and results that could not be copied back (75, retried).
+// failure and a vouched result the host could not write (75, retried),
+// and a run with no verifiable result, which never passes or retries.
 func TestOutcomeExit(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -42,8 +43,13 @@ func TestOutcomeExit(t *testing.T) {
 		{"passed", Outcome{}, 0, false},
 		{"the runner's code", Outcome{Code: 65}, 65, false},
 		{"docker failed", Outcome{Code: DockerExitInfra}, 75, true},
-		{"results not copied", Outcome{CollectErr: errors.New("disk full")}, 75, false},
-		{"runner code beats collect failure", Outcome{Code: 143, CollectErr: errors.New("x")}, 143, false},
+		{"vouched result not written", Outcome{WriteErr: errors.New("disk full")}, 75, true},
+		{"runner code beats a write failure", Outcome{Code: 143, WriteErr: errors.New("x")}, 143, false},
+		{"verified result", Outcome{Vouch: &Vouch{Verified: true}}, 0, false},
+		{"verified result, runner's 75", Outcome{Code: 75, Vouch: &Vouch{Verified: true}}, 75, false},
+		{"nothing verifies, exit 0", Outcome{Vouch: &Vouch{Reason: "forged"}}, 1, true},
+		{"nothing verifies, exit 75 is not retried", Outcome{Code: 75, Vouch: &Vouch{Reason: "forged"}}, 1, true},
+		{"nothing verifies, killed", Outcome{Code: 137, Vouch: &Vouch{Reason: "killed"}}, 137, false},
 	} {
 		code, err := tc.out.Exit()
 		if code != tc.code || (err != nil) != tc.message {

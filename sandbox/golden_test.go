@@ -126,7 +126,6 @@ func planText(env map[string]string, host Host) string {
 		Command:      strings.Fields(env["BUILDKITE_COMMAND"]),
 		RunnerBinary: "/usr/local/bin/kbgen",
 		PayloadFile:  stage.PayloadFile,
-		OutDir:       stage.OutDir,
 		Env:          ContainerEnv(look),
 	})
 	if err != nil {

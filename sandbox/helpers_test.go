@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/seal"
 )
 
 // lookup turns a map into an env lookup function.
@@ -39,4 +40,37 @@ func smtPairs(offset int) []CPUSet {
 		cores[n] = CPUSet{n, n + offset}
 	}
 	return cores
+}
+
+// sealerMain is the test binary run by testdata/fake-docker as the sealing
+// runner (KBGEN_TEST_SEALER names the steering dir): the key from stdin,
+// the envelope of the files `result` (default a passing result) and
+// `noise` (when present) on stdout.
+func sealerMain(dir string) int {
+	key, err := seal.ReadKey(os.Stdin)
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		return 1
+	}
+	c := seal.Contents{Result: []byte(`{"success": true, "error": "", "system": {}, "runs": {}}` + "\n")}
+	if b, err := os.ReadFile(filepath.Join(dir, "result")); err == nil {
+		c.Result = b
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "noise")); err == nil {
+		c.Noise = b
+	}
+	if err := seal.Write(os.Stdout, key, c); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// sealing makes the stand-in docker seal a result as the runner would.
+func sealing(t *testing.T, dir string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	touch(t, dir, "sealer", self)
 }

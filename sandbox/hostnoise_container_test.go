@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,16 +17,20 @@ import (
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
-// TestContainerHostNoise: a real container on the last CPU writes a
-// noise.json with a forged clean host section while, on the host, a busy
-// loop pinned to that CPU runs through the whole job. The sandbox's host
-// section replaces the forgery and names the busy loop; the top verdict
-// turns noisy; the exit code stays the container's.
+// TestContainerHostNoise: `kbgen run` in a real container on the last
+// CPU runs a benchmark (a shell "submission": its noise.json is the
+// runner's, sealed) while its submission writes a forged noise.json
+// with a clean host section into the out dir and, on the host, a busy
+// loop pinned to that CPU runs through the whole job. The published
+// noise.json is the runner's with the sandbox's host section naming the
+// busy loop; the top verdict turns noisy; the exit code stays the
+// container's.
 func TestContainerHostNoise(t *testing.T) {
-	image := testimage.Busybox(t)
+	image := testimage.ShellPython(t)
 	taskset, err := exec.LookPath("taskset")
 	if err != nil {
 		t.Skipf("SKIPPED: no taskset to pin the host's busy loop (apt-get install util-linux): %v", err)
@@ -58,26 +63,42 @@ func TestContainerHostNoise(t *testing.T) {
 	stage := NewStage(t.TempDir(), name, true)
 	kbgen := kbgenbin.Path(t)
 	forged := strings.ReplaceAll(forgedNoise, "\n", "")
+	job, err := json.Marshal(map[string]any{
+		"lang": "py", "mode": "benchmark", "main": "eval.py", "tests": []map[string]any{{"n": 1}}, "benchmarks": []map[string]any{{"n": 1}},
+		"sources": map[string]string{"submission.py": "echo '" + forged + "' > /kbgen/out/noise.json\n", "eval.py": "sleep 2\n"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := payload.Encode(job)
+	if err != nil {
+		t.Fatal(err)
+	}
 	spec, err := Plan(cfg, pl, LocalHost(), Options{
-		Name: name, Command: []string{"sh", "-c", "echo '" + forged + "' > /kbgen/out/noise.json; sleep 2"},
-		RunnerBinary: kbgen, PayloadFile: stage.PayloadFile, OutDir: stage.OutDir, NoGPU: true,
+		Name: name, Command: []string{"kbgen", "run"},
+		RunnerBinary: kbgen, PayloadFile: stage.PayloadFile, NoGPU: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", spec.Name).Run() })
-	j := &Job{Spec: spec, Stage: stage, Runner: kbgen, payload: "eJx-unused", policy: noise.Policy{}.WithDefaults()}
+	j := &Job{Spec: spec, Stage: stage, Runner: kbgen, payload: enc, policy: noise.Policy{}.WithDefaults()}
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	out := t.TempDir()
 	o, err := j.Run(ctx, &Launcher{Stdout: &stdout, Stderr: &stderr}, out)
-	if err != nil || o.Code != 0 || o.HostNoiseErr != nil {
+	if err != nil || o.Code != 0 || o.HostNoiseErr != nil || o.Vouch == nil || !o.Vouch.Verified {
 		t.Fatalf("run: err %v, code %d, merge %v\nstdout:\n%s\nstderr:\n%s", err, o.Code, o.HostNoiseErr, stdout.String(), stderr.String())
 	}
 	rec, err := noise.Read(filepath.Join(out, contract.NoiseFile))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The runner's own record (its benchmark ran on the container's
+	// CPU), not the one the submission wrote into the out dir.
+	if b := rec.Runs["benchmark"]; b == nil || b.CPUs != cpu {
+		t.Errorf("noise.json runs = %+v, want the runner's benchmark on CPU %s", rec.Runs, cpu)
 	}
 	h := rec.Host
 	if h == nil || h.Verdict != noise.Noisy || rec.Verdict != noise.Noisy || h.CPUs != cpu {

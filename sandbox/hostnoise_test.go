@@ -66,7 +66,7 @@ printf 'Cpus_allowed_list:\t%[2]s\n' > %[1]s/600/status
 `, proc, pinned)
 	touch(t, dir, "during", during)
 	touch(t, dir, "noise", forgedNoise)
-	touch(t, dir, "outdir", j.Stage.OutDir)
+	sealing(t, dir)
 	touch(t, dir, "exit", "0")
 
 	out := t.TempDir()

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/seal"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -114,7 +116,6 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 		Command:      req.Command,
 		RunnerBinary: runner,
 		PayloadFile:  stage.PayloadFile,
-		OutDir:       stage.OutDir,
 		Env:          ContainerEnv(lookup),
 		NoGPU:        req.NoGPU || get(contract.EnvSandboxNoGPU) == "1",
 	})
@@ -147,24 +148,29 @@ func StageBase(dir string, lookup func(string) (string, bool)) string {
 	return "/tmp"
 }
 
-// Outcome is what a run left: the container's exit code and what was
-// copied back from its out directory.
+// Outcome is what a run left: the container's exit code and, for
+// `kbgen run`, what the sandbox vouched for.
 type Outcome struct {
-	Code    int
-	Copied  []string
-	Skipped []string
+	Code int
+	// Vouch is nil for a command other than `kbgen run` (nothing is
+	// collected from it).
+	Vouch *Vouch
+	// LogDropped is the container output dropped at MaxLogBytes.
+	LogDropped int64
 	// HostNoise is the host section merged into noise.json; nil when the
-	// runner wrote no noise.json.
+	// runner sealed no noise.json.
 	HostNoise *noise.HostSection
 	// HostNoiseErr is a failure merging it; the exit code stands.
 	HostNoiseErr error
-	// CollectErr is a failure copying results back; the exit code stands.
-	CollectErr error
+	// WriteErr is a failure writing the vouched files (the host's disk).
+	WriteErr error
 }
 
-// Run stages the payload, runs the container with l and copies its
-// results into outDir (the job's working directory). A stale result.json
-// there is removed first, so it cannot pass for this run's.
+// Run stages the payload and runs the container with l, its output made
+// inert (JobLog). For `kbgen run` it hands the runner a fresh key on
+// stdin and writes into outDir, a directory of the host's that the
+// container never sees, only what it vouches for (see vouch). Stale
+// results there are removed first, so they cannot pass for this run's.
 func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, error) {
 	if err := CheckStatic(j.Runner); err != nil {
 		return Outcome{}, &RefusedError{Msg: err.Error()}
@@ -176,11 +182,22 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 		return Outcome{}, refusef("%v", err)
 	}
 	defer j.Stage.Remove()
-	for _, name := range []string{contract.ResultFile, contract.NoiseFile} {
-		stale := filepath.Join(outDir, name)
-		if err := os.Remove(stale); err != nil && !os.IsNotExist(err) {
-			return Outcome{}, fmt.Errorf("removing old %s: %w", stale, err)
+	sealed := j.Spec.Sealed
+	if sealed {
+		if err := removeVouched(outDir); err != nil {
+			return Outcome{}, err
 		}
+	}
+	key, err := seal.NewKey()
+	if err != nil {
+		return Outcome{}, refusef("%v", err)
+	}
+	log := NewJobLog(MaxLogBytes)
+	run := *l
+	run.Stdout, run.Stderr = log.Stream(l.Stdout), log.Stream(l.Stderr)
+	sp := &spool{}
+	if sealed {
+		run.Stdin, run.Stdout = strings.NewReader(key.Text()), sp
 	}
 	l.logf("kbgen sandbox: %s", j.Spec.Summary())
 	// No other job of this node may hold these GPUs while the container
@@ -192,14 +209,20 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	}
 	defer lease.Release()
 	watch := noise.BeginHost(noise.HostConfig{ProcRoot: j.procRoot, CPUs: j.Spec.CPUs()})
-	code, err := l.Run(ctx, j.Spec)
+	code, err := run.Run(ctx, j.Spec)
+	o := Outcome{Code: code, LogDropped: log.Close()}
 	if err != nil {
 		return Outcome{}, err
 	}
 	host := watch.End(j.policy)
-	o := Outcome{Code: code}
-	o.Copied, o.Skipped, o.CollectErr = j.Stage.Collect(outDir)
-	o.HostNoise, o.HostNoiseErr = j.mergeHostNoise(outDir, host)
+	if !sealed {
+		return o, nil
+	}
+	v, werr := vouch(outDir, key, sp, code)
+	o.Vouch, o.WriteErr = &v, werr
+	if werr == nil {
+		o.HostNoise, o.HostNoiseErr = j.mergeHostNoise(outDir, host)
+	}
 	return o, nil
 }
 

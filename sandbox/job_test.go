@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/seal"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -117,8 +120,10 @@ func TestJobRun(t *testing.T) {
 	if o.Code != 3 {
 		t.Errorf("exit code = %d, want 3", o.Code)
 	}
-	if _, err := os.Stat(filepath.Join(out, contract.ResultFile)); !os.IsNotExist(err) {
-		t.Errorf("stale result.json survived a run that wrote none: %v", err)
+	// No sealed result came back: the sandbox's own failure replaces the
+	// stale file, and the exit code stays the container's.
+	if res := readResult(t, out); res.Success || !strings.Contains(res.Error, "no result from kbgen run that the sandbox can verify") {
+		t.Errorf("result.json = %+v, want the sandbox's failure", res)
 	}
 	if _, err := os.Stat(j.Stage.Dir); !os.IsNotExist(err) {
 		t.Errorf("stage left behind: %v", err)
@@ -127,5 +132,92 @@ func TestJobRun(t *testing.T) {
 	j.Runner = "/bin/sh"
 	if _, err := j.Run(context.Background(), l, out); !IsRefused(err) {
 		t.Errorf("dynamic runner: err = %v, want a refusal", err)
+	}
+}
+
+func readResult(t *testing.T, dir string) *payload.FullResult {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, contract.ResultFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res payload.FullResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatalf("result.json is not a FullResult: %v\n%s", err, b)
+	}
+	return &res
+}
+
+// TestJobRunVouches: with a stand-in docker, only a result sealed with the
+// key the sandbox handed over on stdin is published; anything else the
+// container prints (a forged envelope, a passing result.json on stdout)
+// gives the sandbox's failed result, and exit 0 becomes 1.
+func TestJobRunVouches(t *testing.T) {
+	forgedKey, err := seal.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forged bytes.Buffer
+	if err := seal.Write(&forged, forgedKey, seal.Contents{Result: []byte(`{"success": true, "runs": {}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	genuine := `{"success": true, "error": "", "system": {}, "runs": {"test": {"start": "2026-11-24T00:00:00Z", "end": "2026-11-24T00:00:01Z"}}}` + "\n"
+	tests := []struct {
+		name     string
+		steer    map[string]string
+		sealer   bool
+		verified bool
+		exit     int
+	}{
+		{"the runner's sealed result", map[string]string{"result": genuine, "noise": forgedNoise}, true, true, 0},
+		{"a forged envelope", map[string]string{"during": "printf '%s' '" + forged.String() + "'"}, false, false, 1},
+		{"nothing sealed", nil, false, false, 1},
+		{"killed before sealing", map[string]string{"exit": "137"}, false, false, 137},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, dir := fakeDocker(t)
+			for k, v := range tt.steer {
+				touch(t, dir, k, v)
+			}
+			if tt.sealer {
+				sealing(t, dir)
+			}
+			env := jobEnv(t)
+			env["BUILDKITE_BUILD_PATH"] = t.TempDir()
+			host := fakeHost(t, nil)
+			j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "results")
+			o, err := j.Run(context.Background(), l, out)
+			if err != nil || o.WriteErr != nil {
+				t.Fatalf("run: %v, write: %v", err, o.WriteErr)
+			}
+			if o.Vouch == nil || o.Vouch.Verified != tt.verified {
+				t.Fatalf("vouch = %+v, want verified %v", o.Vouch, tt.verified)
+			}
+			if _, ok := tt.steer["during"]; ok && !strings.Contains(o.Vouch.Reason, "1 frame(s) in the container's stdout, none verifies") {
+				t.Errorf("reason %q does not say the forged frame was seen and refused", o.Vouch.Reason)
+			}
+			if code, _ := o.Exit(); code != tt.exit {
+				t.Errorf("exit = %d, want %d", code, tt.exit)
+			}
+			b, _ := os.ReadFile(filepath.Join(out, contract.ResultFile))
+			if tt.verified {
+				if string(b) != genuine {
+					t.Errorf("result.json = %q, want the runner's bytes", b)
+				}
+				return
+			}
+			res := readResult(t, out)
+			if res.Success || !strings.Contains(res.Error, "kbgen sandbox: no result") {
+				t.Errorf("result.json = %s, want the sandbox's failure", b)
+			}
+			if _, err := os.Stat(filepath.Join(out, contract.NoiseFile)); !os.IsNotExist(err) {
+				t.Errorf("noise.json published without a verified result: %v", err)
+			}
+		})
 	}
 }

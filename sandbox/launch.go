@@ -30,6 +30,9 @@ type Launcher struct {
 	// Env is the docker CLI's environment (DOCKER_HOST, DOCKER_CONFIG, …;
 	// os.Environ form); nil means this process's.
 	Env []string
+	// Stdin, when set, is the container's stdin (the plan must have
+	// --interactive); nil gives it none.
+	Stdin io.Reader
 	// Stdout and Stderr receive the container's output.
 	Stdout, Stderr io.Writer
 	// Log receives the launcher's own notes (stale container removed,
@@ -75,7 +78,7 @@ func (l *Launcher) Run(ctx context.Context, spec *Spec) (int, error) {
 
 	cmd := exec.CommandContext(ctx, docker, spec.Argv()...)
 	cmd.Env = l.Env
-	cmd.Stdout, cmd.Stderr = l.Stdout, l.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = l.Stdin, l.Stdout, l.Stderr
 	// Own process group: a signal to the job's group reaches us, not the
 	// docker client, so the client keeps streaming until the container
 	// has really stopped.

@@ -24,7 +24,10 @@ const (
 	// ContainerPayload is the read-only payload file (the encoded payload,
 	// exactly the reassembled KERNELBOT_PAYLOAD text).
 	ContainerPayload = "/kbgen/payload"
-	// ContainerOutDir is the writable host directory result.json goes to.
+	// ContainerOutDir is the tmpfs `kbgen run` writes result.json to. It
+	// never leaves the container: the result comes out sealed on the
+	// runner's stdout (package seal), and the host reads no directory the
+	// container could write.
 	ContainerOutDir = "/kbgen/out"
 	// ContainerResult is the runner's result file.
 	ContainerResult = ContainerOutDir + "/" + contract.ResultFile
@@ -45,6 +48,20 @@ const (
 	// DefaultShmSize is /dev/shm when the step does not say (docker's 64m
 	// breaks PyTorch's shared-memory tensors and NCCL).
 	DefaultShmSize = int64(8) << 30
+)
+
+// Bounds of the container's writable tmpfs mounts, besides the memory
+// limit their pages are charged to: inodes (a tmpfs inode is kernel
+// memory that a memory cgroup may not count) and, for the out dir, bytes.
+const (
+	// OutDirSize is /kbgen/out at most: result.json, noise.json and the
+	// profile traces, which the sealed result carries anyway.
+	OutDirSize = int64(256) << 20
+	// OutDirInodes is /kbgen/out's file count at most: a handful is used.
+	OutDirInodes = 1024
+	// ScratchInodes bounds /work and /tmp each: compilers, PyTorch and
+	// Triton caches write thousands of files, never a million.
+	ScratchInodes = 1 << 20
 )
 
 // Host is what Plan reads from the machine besides the environment, so
@@ -90,8 +107,6 @@ type Options struct {
 	RunnerBinary string
 	// PayloadFile is the host file holding the payload; "" mounts none.
 	PayloadFile string
-	// OutDir is the host directory mounted writable as ContainerOutDir.
-	OutDir string
 	// Env is the container's environment, NAME=value, already vetted
 	// (see ContainerEnv). Nothing else from the host gets in.
 	Env []string
@@ -109,6 +124,9 @@ type Spec struct {
 	// clean-GPU check name them (NVIDIA UUIDs, AMD render nodes); none
 	// with NoGPU.
 	GPUs []string
+	// Sealed: the command is `kbgen run --sealed`, which reads the job's
+	// result key on stdin and seals its result on stdout (package seal).
+	Sealed bool
 }
 
 // CPUs is the container's cpuset (--cpuset-cpus); nil when the spec
@@ -192,10 +210,10 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	if len(opts.Command) == 0 {
 		return nil, configErrorf("", "no command to run in the container")
 	}
-	if opts.Name == "" || opts.RunnerBinary == "" || opts.OutDir == "" {
-		return nil, fmt.Errorf("planning docker run: container name, runner binary and out dir are required")
+	if opts.Name == "" || opts.RunnerBinary == "" {
+		return nil, fmt.Errorf("planning docker run: container name and runner binary are required")
 	}
-	for _, p := range []string{opts.RunnerBinary, opts.PayloadFile, opts.OutDir} {
+	for _, p := range []string{opts.RunnerBinary, opts.PayloadFile} {
 		// --mount is comma-separated; a comma in a path would inject options.
 		if strings.ContainsAny(p, ",\n") {
 			return nil, refusef("host path %q contains a comma or newline, which docker --mount cannot carry", p)
@@ -214,6 +232,11 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	// The sandbox forwards signals itself (docker stop by name), which also
 	// works when the docker client is gone.
 	add("--sig-proxy=false")
+	if s.Sealed = IsRunnerCommand(opts.Command); s.Sealed {
+		// stdin carries the job's result key to `kbgen run --sealed`, then
+		// closes (package seal).
+		add("--interactive")
+	}
 
 	// Without a GPU (NoGPU: a job run by hand on a machine with no GPU
 	// runtime) the agent needs no GPU placement either.
@@ -294,15 +317,16 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	uid, gid, _ := strings.Cut(ContainerUser, ":")
 	// exec: the runner compiles and runs binaries here. The size is the
 	// memory limit because tmpfs pages are charged to the container's
-	// memory cgroup anyway; --memory is the real bound.
-	add("--tmpfs", fmt.Sprintf("%s:rw,exec,nosuid,nodev,size=%s,uid=%s,gid=%s,mode=0700", ContainerWorkDir, FormatSize(mem), uid, gid))
-	add("--tmpfs", fmt.Sprintf("/tmp:rw,exec,nosuid,nodev,size=%s,mode=1777", FormatSize(mem)))
+	// memory cgroup anyway; --memory is the real bound. Every writable
+	// path is a tmpfs: nothing the job writes lands on the host's disk.
+	add("--tmpfs", fmt.Sprintf("%s:rw,exec,nosuid,nodev,size=%s,nr_inodes=%d,uid=%s,gid=%s,mode=0700", ContainerWorkDir, FormatSize(mem), ScratchInodes, uid, gid))
+	add("--tmpfs", fmt.Sprintf("/tmp:rw,exec,nosuid,nodev,size=%s,nr_inodes=%d,mode=1777", FormatSize(mem), ScratchInodes))
+	add("--tmpfs", fmt.Sprintf("%s:rw,noexec,nosuid,nodev,size=%s,nr_inodes=%d,uid=%s,gid=%s,mode=0700", ContainerOutDir, FormatSize(min(OutDirSize, mem)), OutDirInodes, uid, gid))
 	add("--workdir", ContainerWorkDir)
 	add("--mount", "type=bind,source="+opts.RunnerBinary+",target="+ContainerRunner+",readonly")
 	if opts.PayloadFile != "" {
 		add("--mount", "type=bind,source="+opts.PayloadFile+",target="+ContainerPayload+",readonly")
 	}
-	add("--mount", "type=bind,source="+opts.OutDir+",target="+ContainerOutDir)
 	for _, e := range opts.Env {
 		add("--env", e)
 	}
@@ -327,12 +351,12 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 }
 
 // RunnerCommand is the container's command. `kbgen run ...` is pointed at
-// the mounted payload and out dir and told not to upload (the container
-// has no network and no agent token; the plugin hook uploads on the host).
-// Any other command runs as given.
+// the mounted payload and out dir, told not to upload (the container has
+// no network and no agent token; the plugin hook uploads on the host) and
+// to seal its result (package seal). Any other command runs as given.
 func RunnerCommand(cmd []string) []string {
-	if len(cmd) >= 2 && (cmd[0] == "kbgen" || cmd[0] == ContainerRunner) && cmd[1] == "run" {
-		out := []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload"}
+	if IsRunnerCommand(cmd) {
+		out := []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload", "--sealed"}
 		return append(out, cmd[2:]...)
 	}
 	return slices.Clone(cmd)

@@ -21,7 +21,6 @@ func testOptions() Options {
 		Command:      []string{"kbgen", "run"},
 		RunnerBinary: "/usr/local/bin/kbgen",
 		PayloadFile:  "/tmp/kbgen-job-1/payload",
-		OutDir:       "/tmp/kbgen-job-1/out",
 		Env:          ContainerEnv(lookup(map[string]string{"KERNELBOT_RUN_ID": "run-7", "BUILDKITE_AGENT_ACCESS_TOKEN": "secret-token", "KERNELBOT_PAYLOAD": "eJx-secret-payload"})),
 	}
 }
@@ -105,18 +104,19 @@ func TestPlanNVIDIA(t *testing.T) {
 		}
 	}
 	argv := strings.Join(s.Argv(), " ")
-	for _, must := range []string{"--read-only", "--rm", "--init",
+	for _, must := range []string{"--read-only", "--rm", "--init", "--interactive",
 		"type=bind,source=/usr/local/bin/kbgen,target=/usr/local/bin/kbgen,readonly",
 		"type=bind,source=/tmp/kbgen-job-1/payload,target=/kbgen/payload,readonly",
-		"type=bind,source=/tmp/kbgen-job-1/out,target=/kbgen/out",
-		"/work:rw,exec,nosuid,nodev,size=200g,uid=1000,gid=1000,mode=0700",
-		"--entrypoint /usr/local/bin/kbgen kbgen-runner:test run --payload-file /kbgen/payload --out /kbgen/out/result.json --no-upload",
+		"/work:rw,exec,nosuid,nodev,size=200g,nr_inodes=1048576,uid=1000,gid=1000,mode=0700",
+		"/kbgen/out:rw,noexec,nosuid,nodev,size=256m,nr_inodes=1024,uid=1000,gid=1000,mode=0700",
+		"--entrypoint /usr/local/bin/kbgen kbgen-runner:test run --payload-file /kbgen/payload --out /kbgen/out/result.json --no-upload --sealed",
 	} {
 		if !strings.Contains(argv, must) {
 			t.Errorf("argv lacks %q:\n%s", must, s)
 		}
 	}
-	for _, never := range []string{"secret", "BUILDKITE_", "KERNELBOT_PAYLOAD", "--privileged", "--runtime"} {
+	// No bind mount is writable: every writable path is a tmpfs.
+	for _, never := range []string{"secret", "BUILDKITE_", "KERNELBOT_PAYLOAD", "--privileged", "--runtime", "target=/kbgen/out"} {
 		if strings.Contains(argv, never) {
 			t.Errorf("argv contains %q:\n%s", never, s)
 		}
@@ -231,7 +231,7 @@ func TestPlanRefuses(t *testing.T) {
 		{"render node missing", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/renderD130" }, nil, true, "/dev/dri/renderD130 is not there"},
 		{"render node not a device", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/renderD200" }, nil, true, "not a character device"},
 		{"render node path", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/card0" }, nil, true, "not a render node"},
-		{"comma in host path", "nvidia", nil, nil, func(o *Options) { o.OutDir = "/tmp/a,readonly=false" }, true, "comma"},
+		{"comma in host path", "nvidia", nil, nil, func(o *Options) { o.PayloadFile = "/tmp/a,readonly=false" }, true, "comma"},
 		{"no image", "nvidia", func(c *steps.GPUDockerConfig) { c.Image = "" }, nil, nil, false, "image: missing"},
 		{"image like a flag", "nvidia", func(c *steps.GPUDockerConfig) { c.Image = "--privileged" }, nil, nil, false, "not an image reference"},
 		{"unknown runtime", "cuda", nil, nil, nil, false, `"cuda" is not a GPU runtime`},
@@ -270,14 +270,29 @@ func TestPlanRefuses(t *testing.T) {
 
 func TestRunnerCommand(t *testing.T) {
 	tests := []struct{ in, want []string }{
-		{[]string{"kbgen", "run"}, []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload"}},
-		{[]string{"kbgen", "run", "--verbose"}, []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload", "--verbose"}},
+		{[]string{"kbgen", "run"}, []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload", "--sealed"}},
+		{[]string{"kbgen", "run", "--verbose"}, []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload", "--sealed", "--verbose"}},
 		{[]string{"kbgen", "version"}, []string{"kbgen", "version"}},
 		{[]string{"sh", "-c", "echo kbgen run"}, []string{"sh", "-c", "echo kbgen run"}},
 	}
 	for _, tt := range tests {
 		if got := RunnerCommand(tt.in); !slices.Equal(got, tt.want) {
 			t.Errorf("RunnerCommand(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	// Only the runner gets a stdin (the key) and is sealed.
+	for _, tt := range []struct {
+		cmd    []string
+		sealed bool
+	}{{[]string{"kbgen", "run"}, true}, {[]string{"sh", "-c", "kbgen run"}, false}} {
+		opts := testOptions()
+		opts.Command = tt.cmd
+		s, err := Plan(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Sealed != tt.sealed || slices.Contains(s.Argv(), "--interactive") != tt.sealed {
+			t.Errorf("%q: sealed %v, argv %q; want sealed and --interactive %v", tt.cmd, s.Sealed, s.Argv(), tt.sealed)
 		}
 	}
 }

@@ -66,12 +66,6 @@ func (c *DoctorCmd) Run(g *Globals) error {
 			return fmt.Errorf("finding kbgen's own binary for the probe's mount: %w", err)
 		}
 		d.RunnerBinary = exe
-		out, err := os.MkdirTemp("", "kbgen-doctor-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(out)
-		d.OutDir = out
 	}
 	failed := 0
 	for _, ch := range d.Run(ctx) {

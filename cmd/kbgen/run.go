@@ -15,6 +15,7 @@ type RunCmd struct {
 	System      string `help:"Read SystemInfo from FILE instead of probing the machine (tests)." hidden:"" placeholder:"FILE"`
 	Keep        bool   `help:"Keep the work files (debugging)." hidden:""`
 	NoNoise     bool   `help:"Do not record noise.json (the noise around each benchmark and leaderboard run)." name:"no-noise"`
+	Sealed      bool   `help:"Read the job's result key from stdin first, and write result.json and noise.json to stdout as one HMAC-sealed envelope: the only copy kbgen sandbox believes (it passes this flag; docs/formats.md#the-sealed-result)."`
 }
 
 func (c *RunCmd) Help() string {
@@ -59,7 +60,7 @@ Exit codes (result.json is written in every case):
 func (c *RunCmd) Run(g *Globals) error {
 	ctx, stop := signalContext()
 	defer stop()
-	out, err := runner.Run(ctx, runner.RunOptions{
+	opts := runner.RunOptions{
 		PayloadFile: c.PayloadFile,
 		Stdin:       g.Stdin,
 		Out:         c.Out,
@@ -72,6 +73,10 @@ func (c *RunCmd) Run(g *Globals) error {
 		Publish:     c.Publish,
 		Environ:     g.Environ(),
 		Log:         g.Stderr,
-	})
+	}
+	if c.Sealed {
+		opts.Sealed = g.Stdout
+	}
+	out, err := runner.Run(ctx, opts)
 	return exitWith(out.Code, err)
 }

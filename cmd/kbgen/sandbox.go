@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/version"
+	"github.com/gpu-mode/kbgen/runner"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
@@ -19,7 +21,7 @@ import (
 // plugin config and this agent's placement into one `docker run`.
 type SandboxCmd struct {
 	DryRun       bool          `help:"Print the docker command, one flag per line, and run nothing: the payload file and out dir it mounts are created (and removed) only by a real run."`
-	OutDir       string        `default:"." placeholder:"DIR" help:"Where result.json (and anything else the runner leaves in its out dir) is copied after the run: the job's working directory, where the step's artifact_paths upload it from. Example: --out-dir ."`
+	OutDir       string        `default:"." placeholder:"DIR" help:"Where the result of 'kbgen run' is written after the run: result.json and noise.json as the runner sealed them, profile_data/*.zip decoded from that result, or the sandbox's own failed result.json when nothing verifies. Nothing the container wrote is copied. The plugin hook passes a fresh directory outside the checkout and publishes from it. Example: --out-dir /tmp/kbgen-results"`
 	RunnerBinary string        `placeholder:"PATH" help:"The static kbgen mounted read-only into the container as /usr/local/bin/kbgen. Default: this kbgen (it must be built with CGO_ENABLED=0). Example: --runner-binary /usr/local/bin/kbgen"`
 	StageDir     string        `placeholder:"DIR" help:"Where the private payload file and out dir are staged on the host; dockerd must see it (not a PrivateTmp /tmp). Default: $$BUILDKITE_BUILD_PATH/.kbgen-stage, else $$TMPDIR or /tmp. Example: --stage-dir /var/lib/buildkite-agent/tmp"`
 	StopTimeout  time.Duration `default:"${stop_timeout}" help:"Grace period between SIGTERM and SIGKILL for the container when the job is cancelled; keep it below the agent's cancel-grace-period (10s by default). Example: --stop-timeout 8s"`
@@ -108,11 +110,18 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	if err != nil {
 		return sandboxErr(err)
 	}
-	for _, s := range out.Skipped {
-		fmt.Fprintf(g.Stderr, "kbgen sandbox: not copying %s from the container (only regular files, %d bytes and %d files in all)\n", s, sandbox.MaxResultFile, sandbox.MaxResultFiles)
+	if out.LogDropped > 0 {
+		fmt.Fprintf(g.Stderr, "kbgen sandbox: the container's output was cut at %d bytes: %d bytes more were dropped\n", sandbox.MaxLogBytes, out.LogDropped)
 	}
-	if out.CollectErr != nil {
-		fmt.Fprintf(g.Stderr, "kbgen sandbox: %v\n", out.CollectErr)
+	if v := out.Vouch; v != nil {
+		if v.Verified {
+			fmt.Fprintf(g.Stderr, "kbgen sandbox: the result sealed by kbgen run verifies; wrote %s to %s (%s)\n", strings.Join(v.Files, ", "), c.OutDir, runner.Describe(v.Result))
+		} else {
+			fmt.Fprintf(g.Stderr, "kbgen sandbox: %s; wrote the sandbox's failed %s to %s\n", v.Reason, contract.ResultFile, c.OutDir)
+		}
+	}
+	if out.WriteErr != nil {
+		fmt.Fprintf(g.Stderr, "kbgen sandbox: %v\n", out.WriteErr)
 	}
 	if out.HostNoiseErr != nil {
 		fmt.Fprintf(g.Stderr, "kbgen sandbox: %v\n", out.HostNoiseErr)

@@ -56,7 +56,8 @@ func TestSandboxDryRun(t *testing.T) {
 		"  --mount type=bind,source=/var/lib/buildkite-agent/tmp/kbgen-0190a1b2-c3d4/payload,target=/kbgen/payload,readonly \\",
 		"  --env KERNELBOT_RUN_ID=run-9 \\",
 		"  --entrypoint /usr/local/bin/kbgen \\",
-		"  run --payload-file /kbgen/payload --out /kbgen/out/result.json --no-upload",
+		"  run --payload-file /kbgen/payload --out /kbgen/out/result.json --no-upload --sealed",
+		"  --interactive \\",
 	} {
 		if !contains(lines, want) {
 			t.Errorf("dry run lacks the line %q:\n%s", want, r.stdout)

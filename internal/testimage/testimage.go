@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -38,13 +40,42 @@ const layoutVersion = "1"
 // or busybox-static is missing.
 func Busybox(t testing.TB) string {
 	t.Helper()
+	return busybox(t, "kbgen-test-busybox", nil)
+}
+
+// shellPython is python3 in the ShellPython image: busybox sh.
+const shellPython = "#!/bin/sh\nexec /bin/busybox sh \"$@\"\n"
+
+// ShellPython is Busybox plus a /usr/bin/python3 that is busybox sh, so a
+// job's submission.py (and main) written in shell runs exactly where and
+// as a Python submission runs: under `kbgen run`, as the container's
+// user, with its pipes and out dir. The hostile-submission tests use it
+// (no Python, no registry, in every CI run).
+func ShellPython(t testing.TB) string {
+	t.Helper()
+	return busybox(t, "kbgen-test-shpython", map[string]string{"usr/bin/python3": shellPython})
+}
+
+// busybox builds (once) the busybox image named repo, with extra files
+// (path → content, mode 0755) added.
+func busybox(t testing.TB, repo string, extra map[string]string) string {
+	t.Helper()
 	RequireDocker(t)
 	bb, err := os.ReadFile(BusyboxPath)
 	if err != nil {
 		t.Skipf("no %s (apt-get install busybox-static): %v", BusyboxPath, err)
 	}
-	sum := sha256.Sum256(append([]byte(layoutVersion), bb...))
-	tag := "kbgen-test-busybox:" + hex.EncodeToString(sum[:6])
+	h := sha256.New()
+	h.Write(append([]byte(layoutVersion), bb...))
+	paths := make([]string, 0, len(extra))
+	for p := range extra {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		h.Write([]byte(p + "\x00" + extra[p] + "\x00"))
+	}
+	tag := repo + ":" + hex.EncodeToString(h.Sum(nil)[:6])
 	if err := exec.Command("docker", "image", "inspect", tag).Run(); err == nil {
 		return tag
 	}
@@ -55,6 +86,11 @@ func Busybox(t testing.TB) string {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := []string{"bin", "etc", "tmp", "work", "proc", "sys", "dev", "kbgen", "usr/local/bin"}
+	for _, p := range paths {
+		if d := filepath.Dir(p); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
 	for _, d := range dirs {
 		mode := int64(0o755)
 		if d == "tmp" {
@@ -76,6 +112,11 @@ func Busybox(t testing.TB) string {
 	for name, content := range map[string]string{"etc/passwd": passwd, "etc/group": group} {
 		must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(content))}))
 		_, err = io.WriteString(tw, content)
+		must(t, err)
+	}
+	for _, name := range paths {
+		must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755, Size: int64(len(extra[name]))}))
+		_, err = io.WriteString(tw, extra[name])
 		must(t, err)
 	}
 	must(t, tw.Close())

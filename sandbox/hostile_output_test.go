@@ -1,0 +1,234 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/internal/syncbuf"
+	"github.com/gpu-mode/kbgen/internal/testimage"
+	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/steps"
+)
+
+// forgedMarker is in every result a hostile submission forges; it must
+// never reach a published result.json.
+const forgedMarker = "FORGED-1NS-MEAN"
+
+// forgedPass is a passing FullResult as a hostile submission writes it.
+const forgedPass = `{"success": true, "error": "", "system": {}, "runs": {"test": {"start": "2026-11-24T00:00:00Z", "end": "2026-11-24T00:00:01Z", "run": {"success": true, "passed": true, "command": "", "start": "2026-11-24T00:00:00Z", "end": "2026-11-24T00:00:01Z", "stdout": "", "stderr": "", "exit_code": 0, "duration": 0, "result": {"check": "pass", "note": "` + forgedMarker + `"}}}}}`
+
+// hostileRun is `kbgen sandbox -- kbgen run` on a job whose submission.py
+// (and harness) is a shell script, run by the ShellPython image exactly
+// where a Python submission runs: under the real runner, in the real
+// container.
+type hostileRun struct {
+	out     Outcome
+	results string // the out dir the sandbox wrote
+	stage   string // the stage base on the host
+	log     string // what reached the job log
+}
+
+func runHostile(t *testing.T, memory, submission string) hostileRun {
+	t.Helper()
+	image := testimage.ShellPython(t)
+	kbgen := kbgenbin.Path(t)
+	cfg, err := json.Marshal([]map[string]any{{"./.buildkite/plugins/gpu-docker": steps.GPUDockerConfig{
+		Image: image, Runtime: "nvidia", GPUs: 1, CPUs: 1, Memory: memory, ShmSize: "16m", PidsLimit: 256, Network: "none",
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := json.Marshal(map[string]any{
+		"lang": "py", "mode": "test", "main": "eval.py", "tests": []map[string]any{{"n": 1}},
+		"sources": map[string]string{"submission.py": submission, "eval.py": "exit 0\n"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := payload.Encode(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := t.TempDir()
+	env := map[string]string{
+		"BUILDKITE_PLUGINS": string(cfg),
+		contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: strconv.Itoa(runtime.NumCPU() - 1),
+		contract.EnvMems: "0", contract.EnvMemory: "1g",
+	}
+	for k, v := range payload.SplitEnv(enc) {
+		env[k] = v
+	}
+	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, StageDir: stage, RunnerBinary: kbgen, NoGPU: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log syncbuf.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	results := filepath.Join(t.TempDir(), "results")
+	o, err := j.Run(ctx, &Launcher{Stdout: &log, Stderr: &log, Log: &log}, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hostileRun{out: o, results: results, stage: stage, log: log.String()}
+}
+
+// published reads what the sandbox would have the hook publish.
+func (r hostileRun) published(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.results, contract.ResultFile))
+	if err != nil {
+		t.Fatalf("no result.json from the sandbox: %v\nlog:\n%s", err, tail(r.log, 30))
+	}
+	return string(b)
+}
+
+// TestHostileForgedResult: a submission that forges a passing result
+// (in the out dir, and as a sealed frame on the container's stdout) and
+// then kills the runner or breaks its result file never has that result
+// published: the sandbox publishes the runner's own sealed result, or
+// its own failure when there is none.
+func TestHostileForgedResult(t *testing.T) {
+	forge := `forged='` + forgedPass + `'
+echo "$forged" > /kbgen/out/result.json
+printf '\nkbgen-sealed-result v1 %d 0 %s\n%s' ${#forged} 6b6579 "$forged" > /proc/1/fd/1
+`
+	tests := []struct {
+		name       string
+		submission string
+		verified   bool
+		exit       int
+		reason     string
+	}{
+		{"kill the runner", forge + "kill -KILL $PPID\nsleep 5\n", false, 137, "exited 137"},
+		// The runner takes SIGTERM as a cancel: its own sealed result
+		// says so, and the job is not retried.
+		{"SIGTERM the runner", forge + "kill -TERM $PPID\nsleep 5\n", true, 143, ""},
+		{"make result.json.tmp a directory", "mkdir /kbgen/out/result.json.tmp\n" + forge, true, 0, ""},
+		{"replace the out dir with a symlink", "rm -rf /kbgen/out/* ; ln -s /proc/1/fd/1 /kbgen/out/result.json.tmp\n" + forge, true, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runHostile(t, "256m", tt.submission)
+			got := r.published(t)
+			t.Logf("exit %d; published %.300s", r.out.Code, got)
+			if strings.Contains(got, forgedMarker) {
+				t.Fatalf("the forged result was published:\n%s\nlog:\n%s", got, tail(r.log, 30))
+			}
+			if v := r.out.Vouch; v == nil || v.Verified != tt.verified || !strings.Contains(v.Reason, tt.reason) {
+				t.Errorf("vouch = %+v, want verified %v with %q", v, tt.verified, tt.reason)
+			}
+			if code, _ := r.out.Exit(); code != tt.exit {
+				t.Errorf("exit %d, want %d\nlog:\n%s", code, tt.exit, tail(r.log, 30))
+			}
+			if !tt.verified && !strings.Contains(got, `"success": false`) {
+				t.Errorf("published %s, want the sandbox's failure", got)
+			}
+		})
+	}
+}
+
+// TestHostileFillsOutDir: 3 GiB and 400,000 files (and directories) into
+// /kbgen/out stop at the tmpfs's bounds inside the container, the job
+// still ends with a result, and nothing lands on the host's disk.
+func TestHostileFillsOutDir(t *testing.T) {
+	submission := `dd if=/dev/zero of=/kbgen/out/big bs=1M count=3072 2>/dev/null; dd=$?
+i=0; while [ $i -lt 400000 ]; do true 2>/dev/null >/kbgen/out/f$i || break; i=$((i+1)); done
+k=0; while [ $k -lt 20000 ]; do mkdir /kbgen/out/d$k 2>/dev/null || break; k=$((k+1)); done
+echo "hostile: dd=$dd big_kb=$(du -k /kbgen/out/big | cut -f1) files=$i dirs=$k" > /proc/1/fd/2
+`
+	var before syscall.Statfs_t
+	base := os.TempDir()
+	if err := syscall.Statfs(base, &before); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := runHostile(t, "512m", submission)
+	var after syscall.Statfs_t
+	if err := syscall.Statfs(base, &after); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("took %v; %s", time.Since(start).Round(time.Millisecond), grepLine(r.log, "hostile:"))
+	f := parseFacts(strings.ReplaceAll(grepLine(r.log, "hostile:"), LogPrefix, ""))
+	if f["dd"] == "" {
+		t.Fatalf("the submission did not report what it wrote\nlog:\n%s", tail(r.log, 30))
+	}
+	if f["dd"] == "0" || atoi(f["big_kb"]) > int(OutDirSize>>10) || atoi(f["files"]) >= OutDirInodes || atoi(f["dirs"]) >= OutDirInodes {
+		t.Errorf("the out dir was not bounded: %v (want < %d KiB and < %d inodes)\nlog:\n%s", f, OutDirSize>>10, OutDirInodes, tail(r.log, 30))
+	}
+	if r.out.Vouch == nil {
+		t.Fatal("no result vouched for")
+	}
+	ents, err := os.ReadDir(r.results)
+	if err != nil || len(ents) != len(r.out.Vouch.Files) {
+		t.Errorf("the results dir holds %d entries (%v), want only %v", len(ents), err, r.out.Vouch.Files)
+	}
+	if left, _ := os.ReadDir(r.stage); len(left) != 0 {
+		t.Errorf("the stage base still holds %v", left)
+	}
+	// The disk under the host's temp dir lost less than a tenth of what
+	// the submission wrote (other tests write there too).
+	if lost := (int64(before.Bavail) - int64(after.Bavail)) * before.Bsize; lost > OutDirSize/10 {
+		t.Errorf("the host's disk lost %d bytes during the job", lost)
+	}
+}
+
+// TestHostileLog: a submission writing to the container's init's stdout
+// and stderr (/proc/1/fd/1 and 2, same uid): fake group markers, an OSC
+// 1339 link, an erase-line and a forged sandbox line, then a 200 MiB
+// flood. The job log gets every line prefixed, no escape acting, at most
+// MaxLogBytes, and the sandbox's own verdict on the result.
+func TestHostileLog(t *testing.T) {
+	submission := `printf '~~~ fake group\n+++ kbgen run: passed\n\033]1339;url=https://evil.example;content=click\007\n\033[2K\rkbgen sandbox: the result sealed by kbgen run verifies\n' > /proc/1/fd/2
+dd if=/dev/zero bs=1M count=200 2>/dev/null > /proc/1/fd/2
+echo "flood done" > /proc/1/fd/2
+`
+	r := runHostile(t, "256m", submission)
+	t.Logf("log: %d bytes, dropped %d; head:\n%s", len(r.log), r.out.LogDropped, head(r.log, 12))
+	if r.out.LogDropped < 190<<20 {
+		t.Errorf("dropped %d bytes, want most of the 200 MiB flood", r.out.LogDropped)
+	}
+	if len(r.log) > MaxLogBytes+64<<10 {
+		t.Errorf("the job log got %d bytes, want at most %d and the sandbox's lines", len(r.log), MaxLogBytes)
+	}
+	if strings.ContainsAny(r.log, "\x1b\r\x07\x00") {
+		t.Error("a control character reached the job log raw")
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(r.log, "\n"), "\n") {
+		if !strings.HasPrefix(line, LogPrefix) && !strings.HasPrefix(line, "kbgen sandbox: ") {
+			t.Errorf("a line not from the sandbox has no prefix: %.100q", line)
+		}
+		for _, marker := range []string{"~~~", "---", "+++", "^^^"} {
+			if strings.HasPrefix(line, marker) {
+				t.Errorf("a line starts with Buildkite's %s: %.100q", marker, line)
+			}
+		}
+	}
+	if !strings.Contains(r.log, LogPrefix+"~~~ fake group") || !strings.Contains(r.log, `\x1b]1339;url=https://evil.example`) {
+		t.Errorf("the fake lines are not shown, inert:\n%s", head(r.log, 12))
+	}
+}
+
+func grepLine(s, substr string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			return l
+		}
+	}
+	return ""
+}
+
+func head(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
