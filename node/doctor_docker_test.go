@@ -69,7 +69,7 @@ func TestDoctorProbeRealContainer(t *testing.T) {
 		ID: "gpu0", GPU: GPU{Index: 0, UUID: "GPU-00000000-1111-2222-3333-444444444444"},
 		CPUSet: "0", CPUs: 1, Mems: "0", Memory: "256m", MemoryBytes: 256 << 20,
 	}}}
-	d := &Doctor{Runner: ExecRunner{}, Image: probeImage, RunnerBinary: exe, 
+	d := &Doctor{Runner: ExecRunner{}, Image: probeImage, RunnerBinary: exe,
 		SandboxHost: sandbox.LocalHost(), NoGPU: true}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
