@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +20,9 @@ const HostWindow = "the whole job"
 
 // engineComms are the container engine's processes. The job's own
 // container start and stop keep them busy, so the host section records
-// their CPU time apart and does not judge it.
+// their CPU time apart and does not judge it. A name alone proves
+// nothing (anyone can call a process dockerd): only one owned by root
+// counts as the engine, see isEngineProc.
 var engineComms = []string{"dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc", "docker-proxy", "docker"}
 
 // HostSection is noise.json's `host` key: what `kbgen sandbox`, on the
@@ -99,8 +103,8 @@ func (w *HostWatch) End(p Policy) *HostSection {
 	case firstErr(w.err, err) != nil:
 		h.Foreign = ForeignReport{Availability: unavailable("%v", firstErr(w.err, err))}
 	default:
-		bOther, bEngine := splitEngine(w.before)
-		aOther, aEngine := splitEngine(after)
+		bOther, bEngine := splitEngine(w.cfg.ProcRoot, w.before)
+		aOther, aEngine := splitEngine(w.cfg.ProcRoot, after)
 		h.Foreign = foreignReport(w.cfg.ProcRoot, w.cfg.Self, w.cfg.CPUs, bOther, aOther, wallMS)
 		h.Foreign.Why = "seen from the host around the whole job; processes that started or ended during it (the container's own, its shim, the docker client) are not counted"
 		h.EngineMS = foreignReport(w.cfg.ProcRoot, w.cfg.Self, w.cfg.CPUs, bEngine, aEngine, wallMS).CPUMS
@@ -118,16 +122,41 @@ func (w *HostWatch) End(p Policy) *HostSection {
 	return h
 }
 
-func splitEngine(procs map[int]procTimes) (other, engine map[int]procTimes) {
+func splitEngine(procRoot string, procs map[int]procTimes) (other, engine map[int]procTimes) {
 	other, engine = make(map[int]procTimes, len(procs)), map[int]procTimes{}
 	for pid, p := range procs {
-		if isEngine(p.comm) {
+		if isEngine(p.comm) && realUID(procRoot, pid) == 0 {
 			engine[pid] = p
 		} else {
 			other[pid] = p
 		}
 	}
 	return other, engine
+}
+
+// realUID is the process's real uid from /proc/<pid>/status (readable by
+// anyone, and only root can make a process's uid 0), or -1. dockerd,
+// containerd, their shims and runc run as root; a rootless engine's
+// processes are then counted as foreign (docs/isolation.md).
+func realUID(procRoot string, pid int) int {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "status"))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				return -1
+			}
+			uid, err := strconv.Atoi(f[0])
+			if err != nil {
+				return -1
+			}
+			return uid
+		}
+	}
+	return -1
 }
 
 func isEngine(comm string) bool {

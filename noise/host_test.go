@@ -16,8 +16,15 @@ type fakeProc struct {
 	root string
 }
 
-// proc writes /proc/<pid>/stat and status: ticks of CPU time, allowed on cpus.
+// proc writes /proc/<pid>/stat and status: a process of uid 1000, ticks
+// of CPU time, allowed on cpus.
 func (f fakeProc) proc(pid int, comm string, ticks uint64, cpus string) {
+	f.t.Helper()
+	f.procAs(pid, 1000, comm, ticks, cpus)
+}
+
+// procAs is proc for a process of the given real uid.
+func (f fakeProc) procAs(pid, uid int, comm string, ticks uint64, cpus string) {
 	f.t.Helper()
 	dir := filepath.Join(f.root, fmt.Sprint(pid))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -29,7 +36,7 @@ func (f fakeProc) proc(pid int, comm string, ticks uint64, cpus string) {
 	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
-	status := "Name:\t" + comm + "\nCpus_allowed_list:\t" + cpus + "\n"
+	status := fmt.Sprintf("Name:\t%s\nUid:\t%d\t%d\t%d\t%d\nCpus_allowed_list:\t%s\n", comm, uid, uid, uid, uid, cpus)
 	if err := os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
@@ -45,14 +52,16 @@ func (f fakeProc) gone(pid int) {
 // neighbour's busy loop pinned to CPU 1 is flagged; a process on CPU 0
 // only, the sandbox itself, the container's own processes (they start
 // after the first sample and are gone by the second) and the engine's
-// are not judged.
+// (root's dockerd) are not judged; a neighbour that calls itself dockerd
+// is.
 func TestHostWatch(t *testing.T) {
 	f := fakeProc{t, t.TempDir()}
 	const self = 10
 	f.proc(self, "kbgen", 5, "0-1")
 	f.proc(20, "busyloop", 100, "1")
 	f.proc(30, "other-cpu", 100, "0")
-	f.proc(40, "dockerd", 100, "0-1")
+	f.procAs(40, 0, "dockerd", 100, "0-1")
+	f.proc(45, "dockerd", 100, "1") // a neighbour's process, named like the engine
 	f.proc(50, "idle", 7, "0-1")
 	t0 := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	now := t0
@@ -63,7 +72,8 @@ func TestHostWatch(t *testing.T) {
 	f.proc(self, "kbgen", 65, "0-1")
 	f.proc(20, "busyloop", 150, "1")  // 500 ms on CPU 1 of 1000 ms
 	f.proc(30, "other-cpu", 200, "0") // not the job's CPU
-	f.proc(40, "dockerd", 120, "0-1") // 200 ms, half of it on CPU 1
+	f.procAs(40, 0, "dockerd", 120, "0-1") // 200 ms, half of it on CPU 1
+	f.proc(45, "dockerd", 110, "1")        // 100 ms on CPU 1: foreign
 	f.proc(70, "python3", 95, "1")    // the container's submission: started during the job
 	f.gone(60)                        // the container's init exited…
 	f.proc(80, "kbgen", 3, "1")       // …and its pid reused by nothing of ours
@@ -73,15 +83,15 @@ func TestHostWatch(t *testing.T) {
 	if h.Verdict != Noisy || len(h.Reasons) != 1 || !h.Reasons[0].External || h.Reasons[0].Run != "host" {
 		t.Fatalf("verdict %s, reasons %+v; want noisy with one external host reason", h.Verdict, h.Reasons)
 	}
-	if !strings.Contains(h.Reasons[0].Message, "busyloop[20]") || !strings.Contains(h.Reasons[0].Message, "50.0 %") {
-		t.Errorf("reason = %q, want busyloop[20] at 50.0 %%", h.Reasons[0].Message)
+	if !strings.Contains(h.Reasons[0].Message, "busyloop[20]") || !strings.Contains(h.Reasons[0].Message, "dockerd[45]") || !strings.Contains(h.Reasons[0].Message, "60.0 %") {
+		t.Errorf("reason = %q, want busyloop[20] and dockerd[45] at 60.0 %%", h.Reasons[0].Message)
 	}
-	if h.Foreign.CPUPercent != 50 || h.Foreign.CPUMS != 500 {
-		t.Errorf("foreign = %.2f %% / %.2f ms, want 50 %% / 500 ms (busyloop only)", h.Foreign.CPUPercent, h.Foreign.CPUMS)
+	if h.Foreign.CPUPercent != 60 || h.Foreign.CPUMS != 600 {
+		t.Errorf("foreign = %.2f %% / %.2f ms, want 60 %% / 600 ms (busyloop and the fake dockerd)", h.Foreign.CPUPercent, h.Foreign.CPUMS)
 	}
 	for _, p := range h.Foreign.Top {
-		if p.PID != 20 {
-			t.Errorf("foreign process %s[%d] counted: only busyloop[20] is foreign on CPU 1", p.Comm, p.PID)
+		if p.PID != 20 && p.PID != 45 {
+			t.Errorf("foreign process %s[%d] counted: only busyloop[20] and dockerd[45] are foreign on CPU 1", p.Comm, p.PID)
 		}
 	}
 	if h.EngineMS != 100 {
@@ -93,6 +103,7 @@ func TestHostWatch(t *testing.T) {
 
 	// Under the default threshold the same job with no busy loop is clean.
 	f.proc(20, "busyloop", 150, "1")
+	f.gone(45)
 	w = BeginHost(HostConfig{ProcRoot: f.root, CPUs: []int{1}, Self: self, Now: func() time.Time { return now }})
 	now = now.Add(time.Second)
 	if h := w.End(Policy{}); h.Verdict != Clean || h.Foreign.CPUMS != 0 {

@@ -226,8 +226,9 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	return o, nil
 }
 
-// mergeHostNoise adds the host section to the noise.json copied back
-// into outDir, before anything publishes it; nil when there is none.
+// mergeHostNoise adds the host section to the vouched noise.json (the
+// runner's, sealed) in outDir, before anything publishes it; nil when
+// there is none.
 func (j *Job) mergeHostNoise(outDir string, h *noise.HostSection) (*noise.HostSection, error) {
 	merged, err := noise.MergeHost(filepath.Join(outDir, contract.NoiseFile), h)
 	if !merged {
