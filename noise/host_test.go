@@ -70,13 +70,13 @@ func TestHostWatch(t *testing.T) {
 	// During the job: the container's processes run and exit.
 	f.proc(60, "kbgen", 90, "1") // the runner, pid 1 in its namespace
 	f.proc(self, "kbgen", 65, "0-1")
-	f.proc(20, "busyloop", 150, "1")  // 500 ms on CPU 1 of 1000 ms
-	f.proc(30, "other-cpu", 200, "0") // not the job's CPU
+	f.proc(20, "busyloop", 150, "1")       // 500 ms on CPU 1 of 1000 ms
+	f.proc(30, "other-cpu", 200, "0")      // not the job's CPU
 	f.procAs(40, 0, "dockerd", 120, "0-1") // 200 ms, half of it on CPU 1
 	f.proc(45, "dockerd", 110, "1")        // 100 ms on CPU 1: foreign
-	f.proc(70, "python3", 95, "1")    // the container's submission: started during the job
-	f.gone(60)                        // the container's init exited…
-	f.proc(80, "kbgen", 3, "1")       // …and its pid reused by nothing of ours
+	f.proc(70, "python3", 95, "1")         // the container's submission: started during the job
+	f.gone(60)                             // the container's init exited…
+	f.proc(80, "kbgen", 3, "1")            // …and its pid reused by nothing of ours
 	now = t0.Add(time.Second)
 	h := w.End(Policy{MaxForeignPercent: 10})
 
