@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"time"
 
@@ -118,16 +119,31 @@ func (d *Direct) StartLoad(ctx context.Context, a node.Agent, dur time.Duration)
 	}, nil
 }
 
-// run returns stdout, or an error carrying stderr's last line.
+// run returns stdout, or an error carrying the reason stderr gives.
 func run(cmd *exec.Cmd) ([]byte, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(errb.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
-		}
-		return out.Bytes(), fmt.Errorf("%s: %v: %s", cmd.Args[0], err, msg)
+		return out.Bytes(), fmt.Errorf("%s: %v: %s", cmd.Args[0], err, failureReason(errb.String()))
 	}
 	return out.Bytes(), nil
+}
+
+// dockerHint is the line docker's CLI adds after every failed `docker run`
+// ("Run 'docker run --help' for more information", older ones "See
+// 'docker run --help'."): it is never the reason.
+var dockerHint = regexp.MustCompile(`^(Run|See) '[^']*--help'( for more information)?\.?$`)
+
+// failureReason is the last line of stderr that says something: the
+// daemon's error ("docker: Error response from daemon: could not select
+// device driver ..."), not docker's closing hint or a blank line.
+func failureReason(stderr string) string {
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l != "" && !dockerHint.MatchString(l) {
+			return l
+		}
+	}
+	return "(nothing on stderr)"
 }

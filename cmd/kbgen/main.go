@@ -50,26 +50,30 @@ func (g *Globals) Environ() []string { return slices.Clone(g.Env) }
 
 // CLI is every kbgen command. Each lives in its own file.
 type CLI struct {
-	Generate GenerateCmd `cmd:"" help:"Print (or upload) the Buildkite pipeline for the job in the build env."`
-	Preview  PreviewCmd  `cmd:"" help:"Show a vendor exactly what a job would run on its hardware."`
-	Vendors  VendorsCmd  `cmd:"" help:"List the vendor registry: queue, GPU, runtime, arch, image."`
-	Encode   EncodeCmd   `cmd:"" help:"Encode a JSON job config as a Kernelbot payload (base64(zlib(json)))."`
-	Decode   DecodeCmd   `cmd:"" help:"Decode a Kernelbot payload to its JSON job config."`
+	// A newcomer's commands first: they need no Buildkite, Docker or GPU.
+	Local   LocalCmd   `cmd:"" help:"Start here: run a whole job on this machine (the built-in example by default); no Buildkite, Docker or GPU needed."`
+	Preview PreviewCmd `cmd:"" help:"Show a vendor exactly what a job would run on its hardware."`
+	Vendors VendorsCmd `cmd:"" help:"List the vendor registry: queue, GPU, runtime, arch, image."`
+	Encode  EncodeCmd  `cmd:"" help:"Encode a JSON job config as a Kernelbot payload (base64(zlib(json)))."`
+	Decode  DecodeCmd  `cmd:"" help:"Decode a Kernelbot payload to its JSON job config."`
 
-	Run     RunCmd     `cmd:"" help:"Evaluate a job here (inside the container) and write result.json."`
-	Local   LocalCmd   `cmd:"" help:"Run a whole job on this machine: no Buildkite, Docker or GPU needed."`
-	Sandbox SandboxCmd `cmd:"" help:"Launch a step's container with this agent's GPU, CPUs and limits (agent host side)."`
+	// A vendor's node.
 	Node    NodeCmd    `cmd:"" help:"Plan and install one isolated Buildkite agent per GPU on this node."`
-	Doctor  DoctorCmd  `cmd:"" help:"Check this vendor node: driver, docker, GPU runtime, agents, isolation."`
+	Doctor  DoctorCmd  `cmd:"" help:"Check this vendor node: driver, docker, GPU runtime, agents, plugin pin, isolation."`
+	Sandbox SandboxCmd `cmd:"" help:"Launch a step's container with this agent's GPU, CPUs and limits (agent host side)."`
+	Run     RunCmd     `cmd:"" help:"Evaluate a job here (inside the container) and write result.json."`
 
+	// Kernelbot's backend.
+	Serve  ServeCmd  `cmd:"" help:"Run the service the Kernelbot backend talks to: one watcher, an API budget, webhooks."`
 	Submit SubmitCmd `cmd:"" help:"Submit a job as a Buildkite build, wait, and print its FullResult JSON."`
 	Wait   WaitCmd   `cmd:"" help:"Re-attach to a build, wait for it to finish, and print its FullResult."`
 	Result ResultCmd `cmd:"" help:"Fetch the FullResult of a finished build."`
 	Queues QueuesCmd `cmd:"" help:"Show agents per queue (idle, busy) and builds waiting."`
-	Serve  ServeCmd  `cmd:"" help:"Run the service the Kernelbot backend talks to: one watcher, an API budget, webhooks."`
 
-	Keygen  KeygenCmd  `cmd:"" help:"Write a JWKS key pair for signing pipelines."`
-	Version VersionCmd `cmd:"" help:"Print kbgen's version."`
+	// The bootstrap step and the operators.
+	Generate GenerateCmd `cmd:"" help:"Print (or upload) the Buildkite pipeline for the job in the build env (the bootstrap step runs it)."`
+	Keygen   KeygenCmd   `cmd:"" help:"Write a JWKS key pair for signing pipelines."`
+	Version  VersionCmd  `cmd:"" help:"Print kbgen's version, commit, build date and the supported buildkite-agent versions."`
 }
 
 // cliVars are the ${names} the commands' help and defaults use.
@@ -94,7 +98,7 @@ func realMain(args []string) int {
 func runCLI(g *Globals, args []string) (code int) {
 	parser, err := kong.New(grammarFor(args),
 		kong.Name("kbgen"),
-		kong.Description("kbgen runs Kernelbot GPU-kernel submissions on vendor-donated hardware through Buildkite, one isolated GPU per job."),
+		kong.Description("kbgen runs Kernelbot GPU-kernel submissions on vendor-donated hardware through Buildkite, one isolated GPU per job.\n\nNew here? Run `kbgen local` (the built-in example, end to end on this machine), then `kbgen preview` and `kbgen vendors`. Who runs which command (Kernelbot's backend, a vendor's node, the bootstrap step): README.md, \"The CLI at a glance\"."),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.Writers(g.Stdout, g.Stderr),

@@ -19,7 +19,7 @@ import (
 type NodeCmd struct {
 	Plan    NodePlanCmd    `cmd:"" help:"Show the agent each GPU gets: its device, NUMA node, cpuset and memory."`
 	Install NodeInstallCmd `cmd:"" help:"Write each agent's config, environment hook and systemd unit (idempotent)."`
-	Env     NodeEnvCmd     `cmd:"" help:"Print one agent's placement as shell exports."`
+	Env     NodeEnvCmd     `cmd:"" help:"Print what a job on one agent sees (placement, step, example job) as shell exports, to reproduce a job by hand."`
 	Qualify NodeQualifyCmd `cmd:"" help:"Measure every agent's placement quiet and with its neighbours loaded; fail a node that measures badly."`
 	// Calibrate is what qualify runs on each placement.
 	Calibrate NodeCalibrateCmd `cmd:"" hidden:"" help:"Run the calibration benchmark (or the load) here and print JSON (kbgen node qualify runs it)."`
@@ -217,23 +217,35 @@ func instanceList(p *node.Plan) string {
 
 // NodeEnvCmd prints one agent's placement.
 type NodeEnvCmd struct {
-	machineFlags `embed:""`
-	GPUIndex     int    `required:"" placeholder:"N" help:"The GPU whose agent's placement to print. Example: --gpu-index 3"`
-	Root         string `default:"/" placeholder:"DIR" help:"Read the plan installed under DIR (from kbgen node install); when none is installed the machine is planned afresh with the flags above. Example: --root /tmp/stage"`
+	machineFlags  `embed:""`
+	GPUIndex      int    `required:"" placeholder:"N" help:"The GPU whose agent's placement to print. Example: --gpu-index 3"`
+	Root          string `default:"/" placeholder:"DIR" help:"Read the plan installed under DIR (from kbgen node install); when none is installed the machine is planned afresh with the flags above. Example: --root /tmp/stage"`
+	Queue         string `placeholder:"Q" help:"The queue whose step to reproduce when no plan is installed (an installed plan names its own). Example: --queue nvidia-h100"`
+	PlacementOnly bool   `help:"Print only the placement the agent's environment hook exports, not the step and job that reproduce a job by hand."`
 }
 
-// Help is shown after the flags.
 func (c *NodeEnvCmd) Help() string {
-	return `Prints the exports of the agent's environment hook, to check a node or to
-reproduce a job by hand:
+	return `Prints, as shell exports, what kbgen sandbox reads when an eval step runs on
+this agent: the placement the agent's environment hook exports (its GPU, cpuset,
+NUMA node, memory), then the eval step of the node's queue as the generator
+makes it (the registry's image and limits, as BUILDKITE_PLUGINS), the queue tag,
+and the built-in example job in test mode as KERNELBOT_PAYLOAD. So one line
+reproduces a job by hand on the node, no Buildkite needed:
 
-  eval "$(kbgen node env --gpu-index 3)" && kbgen sandbox --dry-run -- kbgen run`
+  eval "$(kbgen node env --gpu-index 3)" && kbgen sandbox --dry-run -- kbgen run
+
+drop --dry-run to run it (the runner image must be pulled; result.json lands in
+the current directory). --placement-only prints the hook's exports alone.
+The same from a staged install, on any machine:
+
+  kbgen node install --queue nvidia-h100 --sysfs node/testdata/h100x8/sys --nvidia-smi node/testdata/h100x8/nvidia-smi.csv --root stage
+  eval "$(kbgen node env --gpu-index 3 --root stage)" && kbgen sandbox --no-gpu --dry-run -- kbgen run`
 }
 
 func (c *NodeEnvCmd) Run(g *Globals) error {
 	p, err := node.ReadInstalledPlan(c.Root)
 	if errors.Is(err, os.ErrNotExist) {
-		p, err = c.plan(context.Background(), g, "")
+		p, err = c.plan(context.Background(), g, c.Queue)
 	}
 	if err != nil {
 		return err
@@ -242,7 +254,21 @@ func (c *NodeEnvCmd) Run(g *Globals) error {
 	if a == nil {
 		return withCode(exitcode.Usage, fmt.Errorf("no agent for GPU %d: this node has %d GPUs", c.GPUIndex, len(p.Agents)))
 	}
-	for _, e := range a.Env(p.Runtime, p.CgroupVersion) {
+	env := a.Env(p.Runtime, p.CgroupVersion)
+	if !c.PlacementOnly {
+		reg, err := loadRegistry(g, "")
+		if err != nil {
+			return err
+		}
+		// No step to reproduce is not a failure: the placement is still
+		// worth printing, and stderr says what is missing.
+		job, err := node.JobEnv(p, reg)
+		if err != nil {
+			fmt.Fprintf(g.Stderr, "kbgen: note: placement only: %v\n", err)
+		}
+		env = append(env, job...)
+	}
+	for _, e := range env {
 		fmt.Fprintf(g.Stdout, "export %s=%s\n", e.Name, shellquote.Quote(e.Value))
 	}
 	return nil

@@ -52,8 +52,18 @@ an agent fails. The default run takes tens of seconds; raise --runs and
 
   kbgen node qualify                               # through the sandbox (docker)
   kbgen node qualify --no-sandbox --json           # a host without docker
-  kbgen node qualify --root /tmp/stage --image kbgen-test-busybox:<tag> --no-gpu
-  kbgen node qualify --floating                    # the unpinned setup, for comparison`
+  kbgen node qualify --root /tmp/stage --image ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1 --no-gpu
+  kbgen node qualify --floating                    # the unpinned setup, for comparison
+
+What a FAIL means: the named agents' timings cannot be trusted as they are
+(the verdict column says which threshold: CV, shift under load, steal). The
+vendor reads it first: the usual causes are a VM's steal (ask for dedicated
+hosts), host processes on the agent's CPUs (kbgen doctor's housekeeping check)
+or neighbours sharing cores or memory bandwidth. Send the report (--json) to
+the Kernelbot operators with the node; they decide whether the queue goes live.
+Nothing is changed on the node and no agent is stopped by a FAIL. A container
+that cannot start (no GPU runtime, image not pulled) is reported with docker's
+own reason.`
 }
 
 func (c *NodeQualifyCmd) Run(g *Globals) error {

@@ -1,0 +1,52 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/steps"
+)
+
+// JobEnv is what the gpu-docker hook sees besides the placement when an
+// eval step of p's queue runs on an agent: the step's plugin config (as the
+// agent passes it, BUILDKITE_PLUGINS), the agent's queue tag, the step's
+// queue, and the built-in example job in test mode as the payload. With
+// the placement (Agent.Env) it is everything `kbgen sandbox` reads, so a
+// job can be reproduced by hand on the node:
+//
+//	eval "$(kbgen node env --gpu-index 3)" && kbgen sandbox --dry-run -- kbgen run
+//
+// The step is the one the generator makes (pipelinegen.PlanEval), so its
+// image and limits are the registry's. A plan with no queue, or a queue the
+// registry does not know, has no step to reproduce.
+func JobEnv(p *Plan, reg *pipelinegen.Registry) ([]EnvVar, error) {
+	if p.Queue == "" {
+		return nil, fmt.Errorf("the plan has no queue, so there is no step to reproduce: pass --queue, or install the node first (kbgen node install)")
+	}
+	v, err := reg.Lookup(p.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: %w; add it to the vendor registry to reproduce its steps", p.Queue, err)
+	}
+	in, err := pipelinegen.ExampleJobFor(v, payload.ModeTest)
+	if err != nil {
+		return nil, err
+	}
+	eval, err := pipelinegen.PlanEval(pipelinegen.Job{Input: in, RunID: "by-hand", Queue: v.Queue}, v, pipelinegen.Options{})
+	if err != nil {
+		return nil, err
+	}
+	plugins, err := json.Marshal([]map[string]steps.GPUDockerConfig{{steps.GPUDockerPluginSource: eval.Plugin}})
+	if err != nil {
+		return nil, err
+	}
+	return []EnvVar{
+		{contract.EnvPlugins, string(plugins)},
+		{contract.EnvAgentQueue, v.Queue},
+		{contract.EnvQueue, v.Queue},
+		{contract.EnvRunID, "by-hand"},
+		{contract.EnvPayload, in.Encoded},
+	}, nil
+}
