@@ -43,7 +43,7 @@ for arch in $arches; do
     go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$bin" ./cmd/kbgen
   # The SBOM tool refuses a binary that is not static and trimmed, so a
   # release can never carry one the sandbox would refuse (exit 75).
-  go run ./scripts/sbom "$bin" > "$bin.cdx.json"
+  go run ./scripts/sbom -version "$version$dirty" -commit "$commit" -date "$date" "$bin" > "$bin.cdx.json"
 done
 host="$dist/kbgen-$version-linux-$(go env GOHOSTARCH)"
 if [ -f "$host" ]; then

@@ -86,11 +86,7 @@ func TestReleaseScript(t *testing.T) {
 	}
 	dist := t.TempDir()
 	const version = "v0.0.0-test.1"
-	cmd := exec.Command("bash", "release.sh", version)
-	cmd.Env = append(os.Environ(), "DIST="+dist)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("release.sh: %v\n%s", err, out)
-	}
+	// What the script will stamp, read before it runs.
 	commit, err := exec.Command("git", "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +95,11 @@ func TestReleaseScript(t *testing.T) {
 	want := version
 	if len(dirty) > 0 {
 		want += "+dirty"
+	}
+	cmd := exec.Command("bash", "release.sh", version)
+	cmd.Env = append(os.Environ(), "DIST="+dist)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("release.sh: %v\n%s", err, out)
 	}
 	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
 	if err != nil {

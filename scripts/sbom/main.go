@@ -6,11 +6,13 @@
 // -trimpath: scripts/release.sh calls it on each binary, so a release can
 // never carry a kbgen the sandbox would refuse.
 //
-//	go run ./scripts/sbom dist/kbgen-v0.1.0-linux-amd64 > dist/kbgen-v0.1.0-linux-amd64.cdx.json
+//	go run ./scripts/sbom -version v0.1.0 -commit SHA -date 2026-11-24T12:00:00Z \
+//	  dist/kbgen-v0.1.0-linux-amd64 > dist/kbgen-v0.1.0-linux-amd64.cdx.json
 //
-// Output is deterministic: the timestamp is the date stamped into the
-// binary (-X …/internal/version.Date, the commit's date), the serial number
-// is derived from the binary's SHA-256.
+// The version, commit and date are given, not read: Go leaves -ldflags out
+// of a -trimpath binary's build info. Output is deterministic: the
+// timestamp is the given (commit) date, the serial number is derived from
+// the binary's SHA-256.
 package main
 
 import (
@@ -23,28 +25,34 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"runtime/debug"
 
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
 func main() {
+	var st Stamp
+	flag.StringVar(&st.Version, "version", "", "the release version stamped into the binary")
+	flag.StringVar(&st.Commit, "commit", "", "the commit it was built from")
+	flag.StringVar(&st.Date, "date", "", "the commit's date, RFC 3339")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: go run ./scripts/sbom BINARY > BINARY.cdx.json")
+		fmt.Fprintln(os.Stderr, "usage: go run ./scripts/sbom -version V -commit SHA -date DATE BINARY > BINARY.cdx.json")
 	}
 	flag.Parse()
-	if flag.NArg() != 1 {
+	if flag.NArg() != 1 || st.Version == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), os.Stdout); err != nil {
+	if err := run(flag.Arg(0), st, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "sbom: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(path string, w io.Writer) error {
+// Stamp is what scripts/release.sh stamped into the binary with -X.
+type Stamp struct{ Version, Commit, Date string }
+
+func run(path string, st Stamp, w io.Writer) error {
 	if err := sandbox.CheckStatic(path); err != nil {
 		return err
 	}
@@ -57,7 +65,7 @@ func run(path string, w io.Writer) error {
 		return err
 	}
 	sum := sha256.Sum256(data)
-	bom, err := FromBuildInfo(bi, hex.EncodeToString(sum[:]))
+	bom, err := FromBuildInfo(bi, hex.EncodeToString(sum[:]), st)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -113,18 +121,9 @@ type Dependency struct {
 	DependsOn []string `json:"dependsOn"`
 }
 
-// stamped reads a -X value of internal/version from the recorded -ldflags.
-func stamped(ldflags, name string) string {
-	re := regexp.MustCompile(`-X[ =]github\.com/gpu-mode/kbgen/internal/version\.` + name + `=(\S+)`)
-	if m := re.FindStringSubmatch(ldflags); m != nil {
-		return m[1]
-	}
-	return ""
-}
-
-// FromBuildInfo is the SBOM of a binary with build info bi and SHA-256
-// sha; an error when the build settings are not a release's.
-func FromBuildInfo(bi *debug.BuildInfo, sha string) (*BOM, error) {
+// FromBuildInfo is the SBOM of a binary with build info bi, SHA-256 sha
+// and stamp st; an error when the build settings are not a release's.
+func FromBuildInfo(bi *debug.BuildInfo, sha string, st Stamp) (*BOM, error) {
 	settings := map[string]string{}
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
@@ -135,20 +134,17 @@ func FromBuildInfo(bi *debug.BuildInfo, sha string) (*BOM, error) {
 	if settings["-trimpath"] != "true" {
 		return nil, errors.New("built without -trimpath: the binary would carry the builder's paths")
 	}
-	version := stamped(settings["-ldflags"], "Version")
-	if version == "" {
-		version = bi.Main.Version
-	}
+	version := st.Version
 	main := Component{
 		Type: "application", Name: "kbgen", Version: version,
 		PURL:   purl(bi.Main.Path, version),
 		Hashes: []Hash{{Alg: "SHA-256", Content: sha}},
 	}
 	main.Ref = main.PURL
-	for _, k := range []string{"GOOS", "GOARCH", "CGO_ENABLED", "-trimpath", "-ldflags"} {
+	for _, k := range []string{"GOOS", "GOARCH", "CGO_ENABLED", "-trimpath"} {
 		main.Properties = append(main.Properties, Property{Name: "go:build:" + k, Value: settings[k]})
 	}
-	main.Properties = append(main.Properties, Property{Name: "kbgen:commit", Value: stamped(settings["-ldflags"], "Commit")})
+	main.Properties = append(main.Properties, Property{Name: "kbgen:commit", Value: st.Commit})
 	stdlib := Component{Type: "library", Name: "stdlib", Version: bi.GoVersion, PURL: purl("stdlib", bi.GoVersion)}
 	stdlib.Ref = stdlib.PURL
 	components := []Component{stdlib}
@@ -172,7 +168,7 @@ func FromBuildInfo(bi *debug.BuildInfo, sha string) (*BOM, error) {
 		Format: "CycloneDX", SpecVersion: "1.5", Version: 1,
 		SerialNumber: fmt.Sprintf("urn:uuid:%s-%s-%s-%s-%s", serial[0:8], serial[8:12], serial[12:16], serial[16:20], serial[20:32]),
 		Metadata: Metadata{
-			Timestamp: stamped(settings["-ldflags"], "Date"),
+			Timestamp: st.Date,
 			Tools:     Tools{Components: []Component{{Type: "application", Name: "kbgen scripts/sbom"}}},
 			Component: main,
 		},
