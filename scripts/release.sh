@@ -48,7 +48,9 @@ done
 host="$dist/kbgen-$version-linux-$(go env GOHOSTARCH)"
 if [ -f "$host" ]; then
   echo "--- smoke: $host version"
-  "$host" version | tee /dev/stderr | grep -q "^kbgen $version$dirty ($commit, $date;"
+  said=$("$host" version)
+  echo "$said"
+  [[ $said == "kbgen $version$dirty ($commit, $date;"* ]] || { echo "release: $host says something else than $version$dirty at $commit" >&2; exit 1; }
 fi
 (cd "$dist" && sha256sum -- kbgen-* > SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
 echo "--- $dist/"
