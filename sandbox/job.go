@@ -44,6 +44,9 @@ type Job struct {
 	procRoot string
 	// lease is where and how long the job waits for its GPUs (lease.go).
 	lease LeaseOptions
+	// check is the clean-GPU check of the leased GPUs (gpucheck.go).
+	check   GPUCheck
+	runtime string
 }
 
 // NewJob reads the plugin config, the placement and the payload from the
@@ -129,7 +132,9 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: encoded, policy: policy.WithDefaults(), lease: lease}, nil
+	path, hasPath := lookup("PATH")
+	check := GPUCheck{StateDir: lease.Dir, Lookup: func(k string) (string, bool) { return path, k == "PATH" && hasPath }}
+	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: encoded, policy: policy.WithDefaults(), lease: lease, check: check, runtime: string(cfg.Runtime)}, nil
 }
 
 // StageBase is the directory stages go under: dir when given, else under
@@ -208,6 +213,12 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 		return Outcome{}, err
 	}
 	defer lease.Release()
+	// Leased means no job of this node is on them: anything found there
+	// now is foreign, leaked or broken (exit 75, retried elsewhere).
+	j.check.Logf = l.logf
+	if err := j.check.Check(ctx, j.runtime, j.Spec.GPUs); err != nil {
+		return Outcome{}, err
+	}
 	watch := noise.BeginHost(noise.HostConfig{ProcRoot: j.procRoot, CPUs: j.Spec.CPUs()})
 	code, err := run.Run(ctx, j.Spec)
 	o := Outcome{Code: code, LogDropped: log.Close()}
