@@ -80,6 +80,9 @@ func (d *Doctor) Run(ctx context.Context) []Check {
 	out = append(out, d.checkDriver(ctx, rt, plan))
 	dockerOK := d.checkDocker(ctx, &out)
 	out = append(out, d.checkGPURuntime(ctx, rt, plan))
+	if rt == contract.RuntimeNVIDIA {
+		out = append(out, d.checkProfiling())
+	}
 	out = append(out, d.checkCgroupV2(ctx, dockerOK))
 	if plan == nil {
 		out = append(out, fail("agent units", "not checked: no agents installed"))
@@ -88,7 +91,7 @@ func (d *Doctor) Run(ctx context.Context) []Check {
 	}
 	out = append(out, d.checkStatic(), d.checkPluginPin(plan), d.checkAgentVersion(ctx))
 	for _, a := range plan.Agents {
-		out = append(out, d.checkUnit(ctx, a.GPU.Index))
+		out = append(out, d.checkUnit(ctx, a.Unit()))
 	}
 	out = append(out, d.checkHousekeeping(plan))
 	for i := range plan.Agents {
@@ -261,8 +264,7 @@ func (d *Doctor) agentBinary() string {
 	return DefaultAgentBinary
 }
 
-func (d *Doctor) checkUnit(ctx context.Context, index int) Check {
-	unit := InstanceName(index)
+func (d *Doctor) checkUnit(ctx context.Context, unit string) Check {
 	out, err := d.Runner.Output(ctx, "systemctl", "is-active", unit)
 	state := strings.TrimSpace(string(out))
 	if err != nil || state != "active" {
@@ -357,4 +359,37 @@ func judgeProbe(name string, a *Agent, out string) Check {
 		return fail(name, "%s", strings.Join(problems, "; "))
 	}
 	return pass(name, "one GPU, cpuset %s, mems %s, memory %s, no swap", a.CPUSet, a.Mems, a.Memory)
+}
+
+// ProfilingModprobe is the modprobe.d file `kbgen node install
+// --allow-profiling` writes: NVIDIA's driver then lets any user read the
+// GPU performance counters, which ncu in a sandboxed profile-mode step
+// (uid 1000, no capabilities) needs.
+const ProfilingModprobe = "/etc/modprobe.d/kbgen-nvidia-profiling.conf"
+
+// ProfilingModprobeLine is its content.
+const ProfilingModprobeLine = "options nvidia NVreg_RestrictProfilingToAdminUsers=0\n"
+
+// checkProfiling reads the driver's RmProfilingAdminOnly
+// (/proc/driver/nvidia/params; NVreg_RestrictProfilingToAdminUsers):
+// with 1, the default, ncu in a profile-mode step fails with
+// ERR_NVGPUCTRPERM, since the step is not root and has no CAP_SYS_ADMIN.
+// A warning, not a failure: a node may choose not to run profile jobs.
+func (d *Doctor) checkProfiling() Check {
+	const name = "GPU profiling counters"
+	data, err := fs.ReadFile(d.Root, "proc/driver/nvidia/params")
+	if err != nil {
+		return Check{Name: name, Skipped: true, Detail: "not checked: no /proc/driver/nvidia/params"}
+	}
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(k) != "RmProfilingAdminOnly" {
+			continue
+		}
+		if strings.TrimSpace(v) == "0" {
+			return pass(name, "open to non-root users (RmProfilingAdminOnly: 0): ncu works in profile-mode steps")
+		}
+		return Check{Name: name, Skipped: true, Detail: "admin only (RmProfilingAdminOnly: 1): profile-mode steps get ERR_NVGPUCTRPERM from ncu; `kbgen node install --allow-profiling` writes " + ProfilingModprobe + " (takes effect when the driver reloads; docs/vendor-onboarding.md)"}
+	}
+	return Check{Name: name, Skipped: true, Detail: "not checked: the driver's params have no RmProfilingAdminOnly"}
 }

@@ -134,10 +134,11 @@ func TestDoctorHealthyNVIDIA(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("healthy node failed checks:\n%s", strings.Join(failed, "\n"))
 	}
-	// installed, driver, docker, toolkit, cgroup, static kbgen (skipped),
-	// plugin pin, agent version, 8 units, housekeeping, 8 isolation probes.
-	if n != 5+3+8+1+8 {
-		t.Errorf("%d checks, want 25", n)
+	// installed, driver, docker, toolkit, profiling counters (skipped:
+	// no driver params here), cgroup, static kbgen (skipped), plugin pin,
+	// agent version, 8 units, housekeeping, 8 isolation probes.
+	if n != 6+3+8+1+8 {
+		t.Errorf("%d checks, want 26", n)
 	}
 	// The probe runs exactly the sandbox's argv: --gpus by UUID and the
 	// agent's cpuset, no network.
@@ -274,6 +275,54 @@ func TestJudgeProbe(t *testing.T) {
 	} {
 		if c := judgeProbe("x", a, tt.out); c.OK || !strings.Contains(c.Detail, tt.want) {
 			t.Errorf("probe %q: ok=%v %q, want failure %q", tt.out, c.OK, c.Detail, tt.want)
+		}
+	}
+}
+
+// TestDoctorProfiling: doctor reads the driver's RmProfilingAdminOnly
+// and says what profile-mode steps will meet; it never fails the node.
+func TestDoctorProfiling(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, params string
+		ok, skipped  bool
+		want         string
+	}{
+		{"open", "ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 0\n", true, false, "ncu works"},
+		{"admin only", "RmProfilingAdminOnly: 1\n", false, true, "--allow-profiling"},
+		{"no params", "", false, true, "not checked"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := fstest.MapFS{}
+			if tt.params != "" {
+				root["proc/driver/nvidia/params"] = &fstest.MapFile{Data: []byte(tt.params)}
+			}
+			c := (&Doctor{Root: root}).checkProfiling()
+			if c.OK != tt.ok || c.Skipped != tt.skipped || !strings.Contains(c.Detail, tt.want) {
+				t.Errorf("%+v: want ok %v, skipped %v, saying %q", c, tt.ok, tt.skipped, tt.want)
+			}
+		})
+	}
+}
+
+// TestRenderAllowProfiling: --allow-profiling writes the modprobe.d line
+// on an NVIDIA node, nothing on an AMD one.
+func TestRenderAllowProfiling(t *testing.T) {
+	t.Parallel()
+	for box, want := range map[string]bool{"h100x8": true, "mi300xx8": false} {
+		files, err := Render(planFixture(t, box, defaultOpts), InstallOptions{Queue: "q", AllowProfiling: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range files {
+			if f.Path == ProfilingModprobe {
+				found = strings.HasSuffix(string(f.Data), "options nvidia NVreg_RestrictProfilingToAdminUsers=0\n")
+			}
+		}
+		if found != want {
+			t.Errorf("%s: modprobe.d file written %v, want %v", box, found, want)
 		}
 	}
 }

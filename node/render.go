@@ -68,6 +68,10 @@ type InstallOptions struct {
 	// post-checkout hook that puts that copy in place of the checkout's,
 	// so no build can bring its own host-side hook code.
 	Plugin fs.FS
+	// AllowProfiling writes ProfilingModprobe (NVIDIA): GPU performance
+	// counters open to non-root users, so ncu works in a sandboxed
+	// profile-mode step.
+	AllowProfiling bool
 }
 
 // File is one rendered file to install.
@@ -179,6 +183,9 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	}
 	if opts.VerificationJWKS != nil {
 		files = append(files, File{Path: JWKSFile, Mode: 0o644, Data: opts.VerificationJWKS})
+	}
+	if opts.AllowProfiling && p.Runtime == contract.RuntimeNVIDIA {
+		files = append(files, File{Path: ProfilingModprobe, Mode: 0o644, Data: []byte("# Written by `kbgen node install --allow-profiling`: ncu in profile-mode\n# steps (uid 1000, no capabilities) needs the GPU performance counters.\n" + ProfilingModprobeLine)})
 	}
 	if opts.Plugin != nil {
 		pinned, err := pluginFiles(opts.Plugin)

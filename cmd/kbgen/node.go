@@ -133,6 +133,7 @@ type NodeInstallCmd struct {
 	AgentBinary     string `default:"${agent_binary}" placeholder:"PATH" help:"The buildkite-agent executable the units start. Example: --agent-binary /usr/local/bin/buildkite-agent"`
 	KbgenPath       string `default:"/usr/local/bin/kbgen" placeholder:"PATH" help:"Where kbgen is installed; its directory is put first on the agents' PATH (the gpu-docker hook calls kbgen). Example: --kbgen-path /opt/kbgen/bin/kbgen"`
 	User            string `default:"buildkite-agent" placeholder:"USER" help:"The user the agents run as; it must be in the docker group. Example: --user buildkite-agent"`
+	AllowProfiling  bool   `help:"NVIDIA: write /etc/modprobe.d/kbgen-nvidia-profiling.conf (NVreg_RestrictProfilingToAdminUsers=0) so ncu works in profile-mode steps, which run as uid 1000 without capabilities. The trade-off: every user of the node may read GPU performance counters, a side channel on other users' kernels (NVIDIA security bulletin CVE-2018-6260); takes effect when the driver reloads. kbgen doctor shows the setting."`
 }
 
 // Help is shown after the flags.
@@ -162,7 +163,7 @@ func (c *NodeInstallCmd) Run(g *Globals) error {
 		return err
 	}
 	// p.Queue, not c.Queue: an alias was resolved to the queue steps target.
-	opts := node.InstallOptions{Queue: p.Queue, AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath}
+	opts := node.InstallOptions{Queue: p.Queue, AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath, AllowProfiling: c.AllowProfiling}
 	inputs := node.Inputs{TokenFile: c.TokenFile, EnvToken: g.Getenv(contract.EnvAgentToken), VerificationKey: c.VerificationKey, Plugin: c.Plugin, Root: c.Root}
 	if err := inputs.Load(&opts); err != nil {
 		if errors.As(err, new(*node.InputError)) {
