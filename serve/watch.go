@@ -70,7 +70,7 @@ func (s *Service) watch(ctx context.Context) {
 			default:
 			}
 		}
-		t.Reset(s.interval())
+		t.Reset(s.untilNext())
 	}
 }
 
@@ -86,6 +86,22 @@ func (s *Service) interval() time.Duration {
 		return 2 * s.cfg.PollEvery
 	}
 	return s.cfg.PollEvery
+}
+
+// untilNext is the time to the next poll, or to the earliest run
+// deadline when that comes first: a --timeout is kept to within a poll's
+// latency, not an interval's (2 s at one token's budget).
+func (s *Service) untilNext() time.Duration {
+	d := s.interval()
+	now := s.cfg.Now()
+	for _, rs := range [][]*Run{s.runs.active(), s.pending.list()} {
+		for _, r := range rs {
+			if _, _, _, dl, why, done := r.snapshot(); !done && why == "" && !dl.IsZero() {
+				d = min(d, max(dl.Sub(now), 10*time.Millisecond))
+			}
+		}
+	}
+	return d
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
