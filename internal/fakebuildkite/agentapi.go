@@ -331,6 +331,7 @@ func duplicateKey(lb *liveBuild, specs []stepSpec) error {
 			continue
 		}
 		if seen[sp.key] {
+			//lint:ignore ST1005 Buildkite's own message, word for word (the agent prints it).
 			return fmt.Errorf("The key %q has already been used by another step in this build", sp.key)
 		}
 		seen[sp.key] = true

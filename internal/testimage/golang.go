@@ -28,7 +28,13 @@ func Golang(t testing.TB) string {
 	if err := exec.Command("docker", "image", "inspect", tag).Run(); err == nil {
 		return tag
 	}
-	goroot := runtime.GOROOT()
+	// The toolchain that runs the tests ("go env GOROOT"; runtime.GOROOT
+	// is deprecated: it names where the test binary was built).
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	goroot := strings.TrimSpace(string(out))
+	if err != nil || goroot == "" {
+		t.Skipf("no Go toolchain to put in the image: go env GOROOT: %v", err)
+	}
 	if _, err := os.Stat(filepath.Join(goroot, "bin", "go")); err != nil {
 		t.Skipf("no Go toolchain at %s to put in the image: %v", goroot, err)
 	}
