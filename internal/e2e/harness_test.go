@@ -1,11 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/internal/testimage"
 )
 
@@ -237,6 +239,37 @@ func (h *harness) removeContainers() {
 }
 
 // cliEnv is the env kbgen submit runs with against the local Buildkite.
+// startServe starts `kbgen serve` on a unix socket in the harness's dir,
+// polling every pollEvery, and waits until it listens; log collects its
+// stderr for failure messages. It is killed when the test ends.
+func (h *harness) startServe(t *testing.T, pollEvery string) (sock string, log *syncbuf.Buffer) {
+	t.Helper()
+	sock = filepath.Join(h.dir, "serve.sock")
+	serve := exec.Command(h.kbgen, "serve", "--listen", "unix:"+sock, "--poll-interval", pollEvery)
+	serve.Env = h.cliEnv()
+	log = &syncbuf.Buffer{}
+	pipe, err := serve.StderrPipe()
+	must(t, err)
+	must(t, serve.Start())
+	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			log.Write([]byte(sc.Text() + "\n"))
+			if strings.Contains(sc.Text(), "listening on") {
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kbgen serve did not start:\n%s", log.String())
+	}
+	return sock, log
+}
+
 func (h *harness) cliEnv() []string {
 	return []string{h.path(), "BUILDKITE_API_URL=" + h.srv.URL(), "BUILDKITE_API_TOKEN=" + h.srv.Token,
 		"BUILDKITE_ORG=" + h.srv.Org, "BUILDKITE_PIPELINE=" + h.srv.Pipeline, "KBGEN_VENDORS=" + h.vendors,

@@ -1,15 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/gpu-mode/kbgen/internal/syncbuf"
 )
 
 // The environment of TestKernelbotBackend, set by scripts/kernelbot-check.sh.
@@ -45,29 +41,7 @@ func TestKernelbotBackend(t *testing.T) {
 	// Leaderboard mode asks for its three timeouts plus the start-up
 	// minutes (15 for examples/identity): more than the harness's default.
 	h := newHarness(t, harnessOpts{vendorTimeoutMinutes: 20})
-	sock := filepath.Join(h.dir, "serve.sock")
-	serve := exec.Command(h.kbgen, "serve", "--listen", "unix:"+sock, "--poll-interval", "500ms")
-	serve.Env = h.cliEnv()
-	log := &syncbuf.Buffer{}
-	pipe, err := serve.StderrPipe()
-	must(t, err)
-	must(t, serve.Start())
-	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			log.Write([]byte(sc.Text() + "\n"))
-			if strings.Contains(sc.Text(), "listening on") {
-				close(ready)
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("kbgen serve did not start:\n%s", log.String())
-	}
+	sock, log := h.startServe(t, "500ms")
 	pythonPath := filepath.Join(dir, "src")
 	if extra := os.Getenv(EnvKernelbotPythonPath); extra != "" {
 		pythonPath += ":" + extra

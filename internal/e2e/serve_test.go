@@ -1,15 +1,8 @@
 package e2e
 
 import (
-	"bufio"
-	"os/exec"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
-	"time"
-
-	"github.com/gpu-mode/kbgen/internal/syncbuf"
 )
 
 // TestServeExample: the example job through kbgen serve and real agents
@@ -18,29 +11,7 @@ import (
 // artifact request at all.
 func TestServeExample(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	sock := filepath.Join(h.dir, "serve.sock")
-	serve := exec.Command(h.kbgen, "serve", "--listen", "unix:"+sock, "--poll-interval", "200ms")
-	serve.Env = h.cliEnv()
-	log := &syncbuf.Buffer{}
-	pipe, err := serve.StderrPipe()
-	must(t, err)
-	must(t, serve.Start())
-	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			log.Write([]byte(sc.Text() + "\n"))
-			if strings.Contains(sc.Text(), "listening on") {
-				close(ready)
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("kbgen serve did not start:\n%s", log.String())
-	}
+	sock, log := h.startServe(t, "200ms")
 	got := h.run(append(h.cliEnv(), "KBGEN_SERVER=unix:"+sock), "submit", "--queue", vendorQueue, "--example", "vectoradd", "--mode", "test", "--run-id", "e2e-serve", "--timeout", "3m")
 	if got.code != 0 {
 		t.Fatalf("submit --server: exit %d\n%s\n%s\nserve:\n%s", got.code, got.stdout, got.stderr, log.String())
