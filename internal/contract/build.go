@@ -8,6 +8,13 @@ const (
 	EvalStepKey      = "eval"
 )
 
+// ControlQueue is the queue of Kernelbot's control agents: the machines
+// without GPUs that hold the signing key and run the bootstrap step of the
+// pipeline's settings (.buildkite/pipeline-settings.yml, which names it;
+// a test keeps the two equal). `kbgen node install --control` tags its
+// agent with it.
+const ControlQueue = "kernelbot-control"
+
 // ResultFile is the name of Kernelbot's FullResult JSON everywhere it
 // travels: the runner's default --out, the sandbox's out directory, the
 // eval step's artifact path, and what `kbgen submit` downloads.

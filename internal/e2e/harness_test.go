@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 // Queues of the test node and of Kernelbot's control agents.
 const (
 	vendorQueue  = "nvidia-l40s"
-	controlQueue = "kernelbot-control"
+	controlQueue = contract.ControlQueue
 )
 
 // srcRoot is this checkout's root.
