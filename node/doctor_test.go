@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 
 	"github.com/gpu-mode/kbgen"
+	"github.com/gpu-mode/kbgen/internal/size"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
@@ -46,8 +47,8 @@ func flagValue(argv []string, flag string) string {
 }
 
 func (f *fakeNode) container(argv []string) string {
-	mem, _ := sandbox.ParseSize(flagValue(argv, "--memory"))
-	swap, _ := sandbox.ParseSize(flagValue(argv, "--memory-swap"))
+	mem, _ := size.Parse(flagValue(argv, "--memory"))
+	swap, _ := size.Parse(flagValue(argv, "--memory-swap"))
 	var b strings.Builder
 	fmt.Fprintf(&b, "cpus=%s\nmems=%s\nmemory=%d\nswap=%d\n", flagValue(argv, "--cpuset-cpus"), flagValue(argv, "--cpuset-mems"), mem, swap-mem)
 	dev := strings.TrimPrefix(flagValue(argv, "--gpus"), "device=")

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/size"
 )
 
 // WriteTable prints the plan for a person: one row per agent, then what
@@ -39,7 +40,7 @@ func (p *Plan) WriteTable(w io.Writer) error {
 		queue = "(none; --queue sets it)"
 	}
 	fmt.Fprintf(w, "\nruntime %s, queue %s, %d agents\n", p.Runtime, queue, len(p.Agents))
-	fmt.Fprintf(w, "housekeeping: %d %s and %d GiB per NUMA node with GPUs; host CPUs %s (cgroup v%d)\n", p.ReserveCores, plural(p.ReserveCores, "core", "cores"), p.ReserveMemory/GiB, p.HostCPUs, p.CgroupVersion)
+	fmt.Fprintf(w, "housekeeping: %d %s and %d GiB per NUMA node with GPUs; host CPUs %s (cgroup v%d)\n", p.ReserveCores, plural(p.ReserveCores, "core", "cores"), p.ReserveMemory/size.GiB, p.HostCPUs, p.CgroupVersion)
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

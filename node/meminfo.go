@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/size"
 )
 
 // parseMemTotal reads "MemTotal:  131941464 kB" from /proc/meminfo.
@@ -46,5 +48,5 @@ func fixHotplugMemory(topo *Topology, meminfo []byte) string {
 		topo.Nodes[i].MemTotal = each
 	}
 	return fmt.Sprintf("the NUMA nodes' meminfo accounts for %.1f GiB of MemTotal's %.1f GiB (memory hot-plugged outside the nodes, as in a Firecracker VM): planned with MemTotal split across %d node(s), %.1f GiB each",
-		float64(sum)/float64(GiB), float64(total)/float64(GiB), len(topo.Nodes), float64(each)/float64(GiB))
+		float64(sum)/size.GiB, float64(total)/size.GiB, len(topo.Nodes), float64(each)/size.GiB)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/lazyre"
+	"github.com/gpu-mode/kbgen/internal/size"
 )
 
 // NvidiaListArgs is the query ParseMIG reads (`nvidia-smi -L`).
@@ -66,7 +67,7 @@ func splitMIG(p *Plan, topo *Topology, migs map[int][]MIGInstance, queue string)
 		if len(cores) < len(insts) {
 			return fmt.Errorf("GPU %d has %d MIG instances but its agent %d whole cores: %w (each MIG agent needs a core)", a.GPU.Index, len(insts), len(cores), ErrTooFewCores)
 		}
-		per, mem := len(cores)/len(insts), a.MemoryBytes/int64(len(insts))/GiB*GiB
+		per, mem := len(cores)/len(insts), a.MemoryBytes/int64(len(insts))/size.GiB*size.GiB
 		for k, inst := range insts {
 			var cpus CPUList
 			for _, c := range cores[k*per : (k+1)*per] {
@@ -79,7 +80,7 @@ func splitMIG(p *Plan, topo *Topology, migs map[int][]MIGInstance, queue string)
 			m.GPU.UUID = inst.UUID
 			m.GPU.Model = a.GPU.Model + " MIG " + inst.Profile
 			m.CPUSet, m.CPUs, m.Cores = cpus.String(), len(cpus), per
-			m.Memory, m.MemoryBytes = strconv.FormatInt(mem/GiB, 10)+"g", mem
+			m.Memory, m.MemoryBytes = size.Bytes(mem).String(), mem
 			out = append(out, m)
 		}
 		if left := len(cores) - per*len(insts); left > 0 {

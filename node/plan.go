@@ -9,10 +9,8 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/size"
 )
-
-// GiB is docker's "g".
-const GiB = 1 << 30
 
 // Defaults for what each NUMA node keeps for the host (dockerd, the agents
 // themselves, sshd, IRQs).
@@ -20,8 +18,8 @@ const (
 	// DefaultReserveCores is the housekeeping share: one whole core (its
 	// SMT siblings together) per NUMA node, where the OS services,
 	// dockerd, containerd, the agents and kbgen itself are confined.
-	DefaultReserveCores  = 1
-	DefaultReserveMemory = 16 * GiB
+	DefaultReserveCores             = 1
+	DefaultReserveMemory size.Bytes = 16 * size.GiB
 )
 
 // PlanOptions tune a plan.
@@ -32,8 +30,8 @@ type PlanOptions struct {
 	// host: the node's first cores, where the kernel's housekeeping and most
 	// IRQs land.
 	ReserveCores int
-	// ReserveMemory is how many bytes of each NUMA node stay with the host.
-	ReserveMemory int64
+	// ReserveMemory is how much of each NUMA node's memory stays with the host.
+	ReserveMemory size.Bytes
 	// CgroupVersion is the node's cgroup hierarchy (1 or 2): it decides how
 	// the host is confined to its housekeeping CPUs.
 	CgroupVersion int
@@ -49,8 +47,8 @@ type Plan struct {
 	Queue   string           `json:"queue,omitempty"`
 	Runtime contract.Runtime `json:"runtime"`
 	// ReserveCores and ReserveMemory are what each NUMA node keeps.
-	ReserveCores  int   `json:"reserve_cores_per_node"`
-	ReserveMemory int64 `json:"reserve_memory_bytes_per_node"`
+	ReserveCores  int        `json:"reserve_cores_per_node"`
+	ReserveMemory size.Bytes `json:"reserve_memory_bytes_per_node"`
 	// HostCPUs are the CPUs no agent owns: the reserved cores, what did
 	// not divide evenly, and NUMA nodes without GPUs. The agents' own
 	// processes (not their containers) run there, via the systemd slice.
@@ -159,10 +157,10 @@ func placeOnNode(node *NUMANode, gpus []GPU, opts PlanOptions) ([]Agent, CPUList
 		return nil, nil, fmt.Errorf("NUMA node %d has %d cores, %d reserved for the host, for %d GPUs: %w (each agent needs at least one whole core; lower --reserve-cores or run fewer agents)",
 			node.ID, len(node.Cores), min(opts.ReserveCores, len(node.Cores)), n, ErrTooFewCores)
 	}
-	memEach := (node.MemTotal - opts.ReserveMemory) / int64(n) / GiB * GiB
-	if memEach < GiB {
+	memEach := (node.MemTotal - int64(opts.ReserveMemory)) / int64(n) / size.GiB * size.GiB
+	if memEach < size.GiB {
 		return nil, nil, fmt.Errorf("NUMA node %d has %d GiB of memory, %d GiB reserved for the host, for %d GPUs: less than 1 GiB each (lower --reserve-memory)",
-			node.ID, node.MemTotal/GiB, opts.ReserveMemory/GiB, n)
+			node.ID, node.MemTotal/size.GiB, opts.ReserveMemory/size.GiB, n)
 	}
 	per := free / n
 	var host CPUList
@@ -188,7 +186,7 @@ func placeOnNode(node *NUMANode, gpus []GPU, opts PlanOptions) ([]Agent, CPUList
 			CPUs:        len(cpus),
 			Cores:       len(cores),
 			Mems:        strconv.Itoa(node.ID),
-			Memory:      strconv.FormatInt(memEach/GiB, 10) + "g",
+			Memory:      size.Bytes(memEach).String(),
 			MemoryBytes: memEach,
 		})
 	}

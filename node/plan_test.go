@@ -10,6 +10,7 @@ import (
 	"testing/fstest"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/size"
 )
 
 func fixtureMachine(t *testing.T, box string) Machine {
@@ -212,9 +213,9 @@ func TestPlanRefusals(t *testing.T) {
 		want string
 		is   error
 	}{
-		{"too few cores", PlanOptions{ReserveCores: 7, ReserveMemory: GiB}, "NUMA node 0 has 8 cores, 7 reserved for the host, for 2 GPUs", ErrTooFewCores},
-		{"reserve everything", PlanOptions{ReserveCores: 9, ReserveMemory: GiB}, "8 reserved for the host", ErrTooFewCores},
-		{"no memory left", PlanOptions{ReserveCores: 1, ReserveMemory: 268 * GiB}, "less than 1 GiB each", nil},
+		{"too few cores", PlanOptions{ReserveCores: 7, ReserveMemory: size.GiB}, "NUMA node 0 has 8 cores, 7 reserved for the host, for 2 GPUs", ErrTooFewCores},
+		{"reserve everything", PlanOptions{ReserveCores: 9, ReserveMemory: size.GiB}, "8 reserved for the host", ErrTooFewCores},
+		{"no memory left", PlanOptions{ReserveCores: 1, ReserveMemory: 268 * size.GiB}, "less than 1 GiB each", nil},
 		{"negative", PlanOptions{ReserveCores: -1}, "must not be negative", nil},
 	}
 	for _, tt := range tests {
@@ -240,7 +241,7 @@ func TestPlanNoSMTAndGPUlessNode(t *testing.T) {
 		"bus/pci/devices/0000:81:00.0/numa_node": {Data: []byte("1\n")},
 	}
 	m := Machine{Sys: sys, NvidiaSMI: []byte("0, GPU-aaaa, 00000000:81:00.0, NVIDIA L4\n")}
-	p, err := PlanMachine(context.Background(), m, PlanOptions{ReserveCores: 1, ReserveMemory: 4 * GiB})
+	p, err := PlanMachine(context.Background(), m, PlanOptions{ReserveCores: 1, ReserveMemory: 4 * size.GiB})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
+	"github.com/gpu-mode/kbgen/internal/size"
 )
 
 // Shape is a multi-GPU queue the node serves besides its one-GPU queue:
@@ -306,7 +307,7 @@ func shapeAgent(p *Plan, s Shape, k int, set []int) (Agent, error) {
 	slices.Sort(mems)
 	a.GPU, a.NUMANode = a.GPUs[0], mems[0]
 	a.CPUSet, a.CPUs, a.Mems = cpus.String(), len(cpus), mems.String()
-	a.Memory = strconv.FormatInt(a.MemoryBytes/GiB, 10) + "g"
+	a.Memory = size.Bytes(a.MemoryBytes).String()
 	return a, nil
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
+	"github.com/gpu-mode/kbgen/internal/size"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -222,10 +223,16 @@ func (v *Vendor) backend() Backend {
 // generate's start-up.
 var (
 	queueName   = lazyre.New(`^[a-z0-9][a-z0-9._-]*$`)
-	dockerSize  = lazyre.New(`^[1-9][0-9]*[bkmg]?$`)
 	imageRef    = lazyre.New(`^[a-z0-9][a-z0-9._/:-]*(@sha256:[a-f0-9]{64})?$`)
 	archPattern = lazyre.New(`^[0-9]{2,3}[a-z]?$`)
 )
+
+// validSize reads a size as the sandbox and the Kubernetes pod spec will
+// (internal/size), so the registry takes exactly what they take.
+func validSize(s string) bool {
+	_, err := size.Parse(s)
+	return err == nil
+}
 
 func validQueueName(s string) bool { return len(s) <= 63 && queueName.MatchString(s) }
 
@@ -247,9 +254,9 @@ func (v *Vendor) validate() error {
 		return fmt.Errorf("resources.gpus %d must be at least 1", v.Resources.GPUs)
 	case v.Resources.CPUs < 1:
 		return fmt.Errorf("resources.cpus %d must be at least 1", v.Resources.CPUs)
-	case !dockerSize.MatchString(v.Resources.Memory):
+	case !validSize(v.Resources.Memory):
 		return fmt.Errorf("resources.memory %q is not a size like 64g", v.Resources.Memory)
-	case !dockerSize.MatchString(v.Resources.ShmSize):
+	case !validSize(v.Resources.ShmSize):
 		return fmt.Errorf("resources.shm-size %q is not a size like 16g", v.Resources.ShmSize)
 	case v.Resources.PidsLimit < 64:
 		return fmt.Errorf("resources.pids-limit %d is too low to run Python (at least 64)", v.Resources.PidsLimit)

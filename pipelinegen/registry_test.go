@@ -86,7 +86,12 @@ func TestRegistryValidation(t *testing.T) {
 		{"good", [2]string{"", ""}, ""},
 		{"bad runtime", [2]string{"runtime: nvidia", "runtime: cuda"}, `runtime "cuda"`},
 		{"bad memory", [2]string{"memory: 8g", "memory: lots"}, "resources.memory"},
-		{"bad shm", [2]string{"shm-size: 1g", "shm-size: 1.5g"}, "resources.shm-size"},
+		{"bad shm", [2]string{"shm-size: 1g", "shm-size: 1e3"}, "resources.shm-size"},
+		{"zero shm, docker's no limit", [2]string{"shm-size: 1g", "shm-size: 0g"}, "resources.shm-size"},
+		// The sandbox and the pod spec read sizes with internal/size too:
+		// what they take, the registry takes (1.5g was refused here only).
+		{"fractional memory", [2]string{"memory: 8g", "memory: 1.5g"}, ""},
+		{"docker's GiB spelling", [2]string{"shm-size: 1g", "shm-size: 1GiB"}, ""},
 		{"unknown key", [2]string{"gpu: G", "gpu: G\n    gpu_count: 8"}, "gpu_count"},
 		{"bad image", [2]string{"example.com/img:1", "Example.com/$(id)"}, "image"},
 		{"arch on rocm", [2]string{"runtime: nvidia", "runtime: rocm"}, "arch is an nvcc setting"},

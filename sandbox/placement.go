@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
+	"github.com/gpu-mode/kbgen/internal/size"
 )
 
 // Placement is *where* this agent's steps run: the share of the node it
@@ -21,9 +22,9 @@ type Placement struct {
 	RenderNodes []string
 	CPUs        CPUSet
 	Mems        CPUSet
-	Memory      int64 // bytes
-	PidsMax     int   // 0: no agent cap
-	ShmMax      int64 // bytes; 0: the agent's memory
+	Memory      size.Bytes
+	PidsMax     int        // 0: no agent cap
+	ShmMax      size.Bytes // 0: the agent's memory
 	// CgroupParent is docker's --cgroup-parent ("" : docker's default).
 	CgroupParent string
 }
@@ -64,7 +65,7 @@ func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
 	if p.Mems, err = ParseCPUSet(get(contract.EnvMems)); err != nil {
 		return p, refusef("%s: %v", contract.EnvMems, err)
 	}
-	if p.Memory, err = ParseSize(get(contract.EnvMemory)); err != nil {
+	if p.Memory, err = size.Parse(get(contract.EnvMemory)); err != nil {
 		return p, refusef("%s: %v", contract.EnvMemory, err)
 	}
 	if v := get(contract.EnvPidsMax); v != "" {
@@ -73,7 +74,7 @@ func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
 		}
 	}
 	if v := get(contract.EnvShmMax); v != "" {
-		if p.ShmMax, err = ParseSize(v); err != nil {
+		if p.ShmMax, err = size.Parse(v); err != nil {
 			return p, refusef("%s: %v", contract.EnvShmMax, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
+	"github.com/gpu-mode/kbgen/internal/size"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -47,7 +48,7 @@ const (
 	DefaultPidsLimit = 4096
 	// DefaultShmSize is /dev/shm when the step does not say (docker's 64m
 	// breaks PyTorch's shared-memory tensors and NCCL).
-	DefaultShmSize = int64(8) << 30
+	DefaultShmSize size.Bytes = 8 * size.GiB
 )
 
 // Bounds of the container's writable tmpfs mounts, besides the memory
@@ -56,7 +57,7 @@ const (
 const (
 	// OutDirSize is /kbgen/out at most: result.json, noise.json and the
 	// profile traces, which the sealed result carries anyway.
-	OutDirSize = int64(256) << 20
+	OutDirSize size.Bytes = 256 * size.MiB
 	// OutDirInodes is /kbgen/out's file count at most: a handful is used.
 	OutDirInodes = 1024
 	// ScratchInodes bounds /work and /tmp each: compilers, PyTorch and
@@ -266,17 +267,17 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 
 	mem := pl.Memory
 	if cfg.Memory != "" {
-		if mem, err = ParseSize(cfg.Memory); err != nil {
+		if mem, err = size.Parse(cfg.Memory); err != nil {
 			return nil, configErrorf("memory", "%v", err)
 		}
 		if mem > pl.Memory {
-			return nil, refusef("memory: %s asked, this agent owns %s (%s)", FormatSize(mem), FormatSize(pl.Memory), contract.EnvMemory)
+			return nil, refusef("memory: %s asked, this agent owns %s (%s)", mem, pl.Memory, contract.EnvMemory)
 		}
 	}
-	add("--memory", FormatSize(mem))
+	add("--memory", mem.String())
 	// Equal to --memory: no swap, so a memory hog is OOM-killed instead of
 	// slowing the whole node down.
-	add("--memory-swap", FormatSize(mem))
+	add("--memory-swap", mem.String())
 
 	shmCap := mem
 	if pl.ShmMax > 0 {
@@ -284,14 +285,14 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	}
 	shm := min(DefaultShmSize, shmCap)
 	if cfg.ShmSize != "" {
-		if shm, err = ParseSize(cfg.ShmSize); err != nil {
+		if shm, err = size.Parse(cfg.ShmSize); err != nil {
 			return nil, configErrorf("shm-size", "%v", err)
 		}
 		if shm > shmCap {
-			return nil, refusef("shm-size: %s asked, this agent allows %s", FormatSize(shm), FormatSize(shmCap))
+			return nil, refusef("shm-size: %s asked, this agent allows %s", shm, shmCap)
 		}
 	}
-	add("--shm-size", FormatSize(shm))
+	add("--shm-size", shm.String())
 
 	pids := DefaultPidsLimit
 	if pl.PidsMax > 0 {
@@ -319,9 +320,9 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	// memory limit because tmpfs pages are charged to the container's
 	// memory cgroup anyway; --memory is the real bound. Every writable
 	// path is a tmpfs: nothing the job writes lands on the host's disk.
-	add("--tmpfs", fmt.Sprintf("%s:rw,exec,nosuid,nodev,size=%s,nr_inodes=%d,uid=%s,gid=%s,mode=0700", ContainerWorkDir, FormatSize(mem), ScratchInodes, uid, gid))
-	add("--tmpfs", fmt.Sprintf("/tmp:rw,exec,nosuid,nodev,size=%s,nr_inodes=%d,mode=1777", FormatSize(mem), ScratchInodes))
-	add("--tmpfs", fmt.Sprintf("%s:rw,noexec,nosuid,nodev,size=%s,nr_inodes=%d,uid=%s,gid=%s,mode=0700", ContainerOutDir, FormatSize(min(OutDirSize, mem)), OutDirInodes, uid, gid))
+	add("--tmpfs", fmt.Sprintf("%s:rw,exec,nosuid,nodev,size=%s,nr_inodes=%d,uid=%s,gid=%s,mode=0700", ContainerWorkDir, mem.String(), ScratchInodes, uid, gid))
+	add("--tmpfs", fmt.Sprintf("/tmp:rw,exec,nosuid,nodev,size=%s,nr_inodes=%d,mode=1777", mem.String(), ScratchInodes))
+	add("--tmpfs", fmt.Sprintf("%s:rw,noexec,nosuid,nodev,size=%s,nr_inodes=%d,uid=%s,gid=%s,mode=0700", ContainerOutDir, min(OutDirSize, mem).String(), OutDirInodes, uid, gid))
 	add("--workdir", ContainerWorkDir)
 	add("--mount", "type=bind,source="+opts.RunnerBinary+",target="+ContainerRunner+",readonly")
 	if opts.PayloadFile != "" {

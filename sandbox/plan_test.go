@@ -207,6 +207,30 @@ func TestPlanDefaults(t *testing.T) {
 	}
 }
 
+// TestPlanSizes: a size in any spelling internal/size reads (the
+// registry's validation reads it the same way) reaches docker as whole
+// units, the same bytes.
+func TestPlanSizes(t *testing.T) {
+	tests := []struct{ name, memory, shm, wantMemory, wantShm string }{
+		{"whole gibibytes", "64g", "16g", "64g", "16g"},
+		{"fractions", "1.5g", "0.5g", "1536m", "512m"},
+		{"docker's other spellings", "64GiB", "8 gb", "64g", "8g"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(contract.RuntimeNVIDIA)
+			cfg.Memory, cfg.ShmSize = tt.memory, tt.shm
+			s, err := Plan(cfg, mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), testOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, shm := flagValues(s, "--memory"), flagValues(s, "--shm-size"); len(m) != 1 || m[0] != tt.wantMemory || len(shm) != 1 || shm[0] != tt.wantShm {
+				t.Errorf("--memory %q, --shm-size %q; want %s, %s", m, shm, tt.wantMemory, tt.wantShm)
+			}
+		})
+	}
+}
+
 func TestPlanRefuses(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -2,9 +2,9 @@ package steps
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/size"
 )
 
 // KubernetesPluginSource is the plugin name agent-stack-k8s reserves: the
@@ -29,15 +29,15 @@ func KubernetesPodSpec(c GPUDockerConfig) (map[string]any, error) {
 	if c.Runtime == contract.RuntimeROCm {
 		gpuResource = AMDGPUResource
 	}
-	memory, err := kubernetesQuantity(c.Memory)
+	memory, err := size.Parse(c.Memory)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
-	shm, err := kubernetesQuantity(c.ShmSize)
+	shm, err := size.Parse(c.ShmSize)
 	if err != nil {
 		return nil, fmt.Errorf("shm-size: %w", err)
 	}
-	limits := map[string]any{"cpu": fmt.Sprint(c.CPUs), "memory": memory, gpuResource: c.GPUs}
+	limits := map[string]any{"cpu": fmt.Sprint(c.CPUs), "memory": memory.KubernetesQuantity(), gpuResource: c.GPUs}
 	return map[string]any{
 		"checkout": map[string]any{"skip": true},
 		"podSpec": map[string]any{
@@ -67,27 +67,9 @@ func KubernetesPodSpec(c GPUDockerConfig) (map[string]any, error) {
 				},
 			}},
 			"volumes": []any{
-				map[string]any{"name": "dshm", "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": shm}},
+				map[string]any{"name": "dshm", "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": shm.KubernetesQuantity()}},
 				map[string]any{"name": "work", "emptyDir": map[string]any{}},
 			},
 		},
 	}, nil
-}
-
-// kubernetesQuantity turns a docker size ("64g", "512m") into a Kubernetes
-// binary quantity ("64Gi", "512Mi"); both mean powers of 1024.
-func kubernetesQuantity(size string) (string, error) {
-	if size == "" {
-		return "", fmt.Errorf("empty size")
-	}
-	unit := size[len(size)-1]
-	num := strings.TrimRight(size, "bkmgBKMG")
-	suffix, ok := map[byte]string{'k': "Ki", 'm': "Mi", 'g': "Gi", 'b': ""}[unit|0x20]
-	if unit >= '0' && unit <= '9' {
-		suffix, ok, num = "", true, size
-	}
-	if !ok || num == "" || strings.Trim(num, "0123456789") != "" {
-		return "", fmt.Errorf("%q is not a size like 64g", size)
-	}
-	return num + suffix, nil
 }

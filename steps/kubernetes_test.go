@@ -7,18 +7,31 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
-func TestKubernetesQuantity(t *testing.T) {
+// TestKubernetesQuantities: the pod spec's sizes are the registry's, read
+// by internal/size as the sandbox reads them (1.5g and 2t included, which
+// an older converter of its own refused) and written in Kubernetes' units.
+func TestKubernetesQuantities(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{"64g": "64Gi", "512m": "512Mi", "8k": "8Ki", "1024": "1024", "100b": "100", "2G": "2Gi"} {
-		got, err := kubernetesQuantity(in)
-		if err != nil || got != want {
-			t.Errorf("%q → %q, %v; want %q", in, got, err, want)
-		}
+	tests := []struct{ name, memory, shm, wantMemory, wantShm string }{
+		{"gibibytes", "64g", "16g", "64Gi", "16Gi"},
+		{"fraction", "1.5g", "512m", "1536Mi", "512Mi"},
+		{"tebibytes and bytes", "2t", "1048576b", "2Ti", "1Mi"},
+		{"docker's other spellings", "64GiB", "8 gb", "64Gi", "8Gi"},
 	}
-	for _, bad := range []string{"", "g", "1.5g", "12t", "x1g"} {
-		if got, err := kubernetesQuantity(bad); err == nil {
-			t.Errorf("%q accepted as %q", bad, got)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			spec, err := KubernetesPodSpec(GPUDockerConfig{Image: "img:1", GPUs: 1, CPUs: 1, Memory: tt.memory, ShmSize: tt.shm})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := spec["podSpec"].(map[string]any)
+			lim := pod["containers"].([]any)[0].(map[string]any)["resources"].(map[string]any)["limits"].(map[string]any)
+			shm := pod["volumes"].([]any)[0].(map[string]any)["emptyDir"].(map[string]any)["sizeLimit"]
+			if lim["memory"] != tt.wantMemory || shm != tt.wantShm {
+				t.Errorf("memory %v, shm %v; want %s, %s", lim["memory"], shm, tt.wantMemory, tt.wantShm)
+			}
+		})
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
+	"github.com/gpu-mode/kbgen/internal/size"
 	"github.com/gpu-mode/kbgen/node"
-	"github.com/gpu-mode/kbgen/sandbox"
 )
 
 // NodeCmd groups the vendor-node commands.
@@ -39,7 +39,7 @@ type machineFlags struct {
 }
 
 func (m *machineFlags) plan(ctx context.Context, g *Globals, queue string) (*node.Plan, error) {
-	mem, err := sandbox.ParseSize(m.ReserveMemory)
+	mem, err := size.Parse(m.ReserveMemory)
 	if err != nil {
 		return nil, withCode(exitcode.Usage, fmt.Errorf("--reserve-memory: %w", err))
 	}
