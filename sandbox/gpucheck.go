@@ -27,79 +27,178 @@ const gpuCheckTimeout = 20 * time.Second
 type GPUCheck struct {
 	// Lookup is the sandbox's environment (PATH finds nvidia-smi).
 	Lookup func(string) (string, bool)
-	// StateDir keeps each GPU's ECC count from the last check
-	// (gpu-<uuid>.ecc, beside its lease).
+	// StateDir keeps each GPU's ECC count and last-read kernel log record
+	// from the last check (gpu-<id>.ecc, gpu-<id>.kmsg, beside its lease).
 	StateDir string
+	// KernelLog is the kernel log device (DefaultKernelLog when empty).
+	KernelLog string
+	// Sysfs is where sysfs is mounted ("/sys" when empty): AMD GPUs are
+	// read there.
+	Sysfs string
 	// Logf reports a skipped check.
 	Logf func(format string, args ...any)
 }
 
+// gpuProblem is why one GPU is not clean.
+type gpuProblem struct {
+	GPU string
+	Msg string
+}
+
 // Check refuses (75: the machine's fault, Buildkite retries elsewhere) a
-// job whose NVIDIA GPUs are not clean: a compute process on one (the
+// job whose GPUs are not clean. NVIDIA: a compute process on one (the
 // lease says no job of this node has it: a foreign or orphaned process),
-// more than MaxIdleUsedMiB of memory in use, or uncorrected ECC errors
-// since the last job. MIG instances and AMD GPUs are not checked here
-// (docs/isolation.md); a node without nvidia-smi is logged and passes,
-// since docker --gpus fails there anyway.
+// more than MaxIdleUsedMiB of memory in use, uncorrected ECC errors or
+// the machine's Xid errors since the last job, a row remap pending or
+// failed. AMD: a KFD queue of a process on it, memory in use, new
+// uncorrectable RAS errors, a GPU reset or ring timeout in the kernel log
+// since the last job. MIG instances are not checked (docs/isolation.md);
+// a node without nvidia-smi is logged and passes, since docker --gpus
+// fails there anyway.
 func (c GPUCheck) Check(ctx context.Context, rt string, ids []string) error {
+	ctx, cancel := context.WithTimeout(ctx, gpuCheckTimeout)
+	defer cancel()
+	var problems []gpuProblem
+	var err error
+	switch rt {
+	case string(contract.RuntimeNVIDIA):
+		problems, err = c.nvidiaProblems(ctx, ids)
+	case string(contract.RuntimeROCm):
+		problems, err = c.amdProblems(ids)
+	}
+	if err != nil || len(problems) == 0 {
+		return err
+	}
+	return refusef("clean-GPU check: %s", describeProblems(problems))
+}
+
+// describeProblems is the refusal's text: every problem, GPU by GPU.
+func describeProblems(problems []gpuProblem) string {
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = "GPU " + p.GPU + " " + p.Msg
+	}
+	return strings.Join(msgs, "; ") + ": not clean"
+}
+
+// nvidiaProblems reads the leased whole GPUs with nvidia-smi and the
+// kernel log.
+func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProblem, error) {
 	var gpus []string
 	for _, id := range ids {
 		if strings.HasPrefix(id, "GPU-") {
 			gpus = append(gpus, id)
 		}
 	}
-	if rt != string(contract.RuntimeNVIDIA) || len(gpus) == 0 {
-		return nil
+	if len(gpus) == 0 {
+		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, gpuCheckTimeout)
-	defer cancel()
-	state, err := c.smi(ctx, "--query-gpu=uuid,memory.used,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits")
+	state, err := c.smi(ctx, "--query-gpu=uuid,pci.bus_id,memory.used,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits")
 	if errors.Is(err, exec.ErrNotFound) {
 		c.logf("kbgen sandbox: clean-GPU check skipped: nvidia-smi is not on PATH")
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return refusef("clean-GPU check: nvidia-smi: %v", err)
+		return nil, refusef("clean-GPU check: nvidia-smi: %v", err)
 	}
 	apps, err := c.smi(ctx, "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
 	if err != nil {
-		return refusef("clean-GPU check: nvidia-smi: %v", err)
+		return nil, refusef("clean-GPU check: nvidia-smi: %v", err)
 	}
-	rows := csvRows(state, 3)
+	remaps := c.remappedRows(ctx)
+	klog := c.kernelLog()
+	rows, procs := csvRows(state, 4), csvRows(apps, 4)
+	var problems []gpuProblem
 	for _, id := range gpus {
-		row, ok := rows[id]
-		if !ok {
-			return refusef("clean-GPU check: GPU %s is not listed by nvidia-smi (fallen off the bus?)", id)
-		}
-		if p, ok := csvRows(apps, 4)[id]; ok {
-			return refusef("clean-GPU check: GPU %s runs a compute process no job of this node owns (pid %s, %s); it is not clean", id, p[1], printable(p[2]))
-		}
-		if used, err := strconv.Atoi(row[1]); err == nil && used > MaxIdleUsedMiB {
-			return refusef("clean-GPU check: GPU %s has %d MiB in use before the job (at most %d): it is not clean", id, used, MaxIdleUsedMiB)
-		}
-		if err := c.checkECC(id, row[2]); err != nil {
-			return err
+		for _, msg := range c.nvidiaGPU(id, rows[id], procs[id], remaps[id], klog) {
+			problems = append(problems, gpuProblem{GPU: id, Msg: msg})
 		}
 	}
-	return nil
+	return problems, nil
 }
 
-// checkECC compares the GPU's uncorrected ECC count with the last job's
-// and records it; "[N/A]" (no ECC) passes.
-func (c GPUCheck) checkECC(id, value string) error {
-	n, err := strconv.ParseInt(value, 10, 64)
-	if err != nil {
-		return nil
+// nvidiaGPU judges one GPU from its rows (nil: not listed). Every state
+// is read and recorded even when an earlier one already fails, so the
+// next job's baselines are today's.
+func (c GPUCheck) nvidiaGPU(id string, row, proc, remap []string, klog []kmsgRecord) []string {
+	if row == nil {
+		return []string{"is not listed by nvidia-smi (fallen off the bus?)"}
 	}
-	file := filepath.Join(c.StateDir, "gpu-"+id+".ecc")
-	if prev, err := os.ReadFile(file); err == nil {
-		if p, err := strconv.ParseInt(strings.TrimSpace(string(prev)), 10, 64); err == nil && n > p {
-			_ = os.WriteFile(file, []byte(value+"\n"), 0o660)
-			return refusef("clean-GPU check: GPU %s has %d new uncorrected ECC error(s) since the last job", id, n-p)
+	var msgs []string
+	if proc != nil {
+		msgs = append(msgs, fmt.Sprintf("runs a compute process no job of this node owns (pid %s, %s)", proc[1], printable(proc[2])))
+	}
+	if used, err := strconv.Atoi(row[2]); err == nil && used > MaxIdleUsedMiB {
+		msgs = append(msgs, fmt.Sprintf("has %d MiB in use before the job (at most %d)", used, MaxIdleUsedMiB))
+	}
+	if n := c.newCount(id, "ecc", row[3]); n > 0 {
+		msgs = append(msgs, fmt.Sprintf("has %d new uncorrected ECC error(s) since the last job", n))
+	}
+	if klog != nil {
+		for _, x := range xidsFor(kernelLogSince(klog, kernelLogFile(c.StateDir, id)), row[1]) {
+			msgs = append(msgs, fmt.Sprintf("reported Xid %d since the last job (%s)", x.Code, printable(x.Text)))
 		}
 	}
-	_ = os.WriteFile(file, []byte(value+"\n"), 0o660)
-	return nil
+	if remap != nil && (isYes(remap[1]) || isYes(remap[2])) {
+		msgs = append(msgs, fmt.Sprintf("has a row remap pending (%s) or failed (%s): it needs a reset", remap[1], remap[2]))
+	}
+	return msgs
+}
+
+// remappedRows reads the row remapper (Ampere and later); an older GPU
+// or driver that cannot answer is logged and not judged.
+func (c GPUCheck) remappedRows(ctx context.Context) map[string][]string {
+	out, err := c.smi(ctx, "--query-remapped-rows=gpu_uuid,remapped_rows.pending,remapped_rows.failure", "--format=csv,noheader,nounits")
+	if err != nil {
+		c.logf("kbgen sandbox: clean-GPU check: row remapping not read: %v", err)
+		return nil
+	}
+	return csvRows(out, 3)
+}
+
+// kernelLog reads the kernel log for Xid reports; where this user may not
+// read it (kernel.dmesg_restrict=1 without CAP_SYSLOG) it says so and
+// returns nil: the other checks still run.
+func (c GPUCheck) kernelLog() []kmsgRecord {
+	path := c.KernelLog
+	if path == "" {
+		path = DefaultKernelLog
+	}
+	records, err := readKernelLog(path)
+	if err != nil {
+		c.logf("kbgen sandbox: clean-GPU check: Xid and GPU-reset reports not read: %v (kernel.dmesg_restrict=1? docs/isolation.md)", err)
+		return nil
+	}
+	if records == nil {
+		records = []kmsgRecord{}
+	}
+	return records
+}
+
+func isYes(s string) bool {
+	s = strings.ToLower(strings.TrimSpace(s))
+	return s == "yes" || s == "1"
+}
+
+// newCount compares a GPU's error counter with the last job's (kept in
+// gpu-<id>.<kind>) and records it: how many are new; a value that is not
+// a number ("[N/A]": no ECC) is 0.
+func (c GPUCheck) newCount(id, kind, value string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+	if err != nil {
+		return 0
+	}
+	file := filepath.Join(c.StateDir, "gpu-"+id+"."+kind)
+	prev, rerr := os.ReadFile(file)
+	_ = os.WriteFile(file, []byte(strconv.FormatInt(n, 10)+"\n"), 0o660)
+	if rerr != nil {
+		return 0
+	}
+	p, err := strconv.ParseInt(strings.TrimSpace(string(prev)), 10, 64)
+	if err != nil || n <= p {
+		return 0
+	}
+	return n - p
 }
 
 func (c GPUCheck) smi(ctx context.Context, args ...string) ([]byte, error) {

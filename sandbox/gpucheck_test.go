@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,65 +17,148 @@ const (
 	otherUUID = "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a00"
 )
 
-// standInSMI writes a stand-in nvidia-smi printing state for --query-gpu
-// and apps for --query-compute-apps (the queries the check makes, as
-// nvidia-smi's CSV with noheader,nounits), and returns its PATH.
-func standInSMI(t *testing.T, state, apps string) string {
+// standInSMI links testdata/stand-in-nvidia-smi into a directory with
+// the CSV it prints: state for --query-gpu, apps for --query-compute-apps
+// and remaps for --query-remapped-rows (none: it fails as an old driver
+// does), and returns that directory for PATH.
+func standInSMI(t *testing.T, state, apps string, remaps ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "state.csv"), []byte(state), 0o644)
-	os.WriteFile(filepath.Join(dir, "apps.csv"), []byte(apps), 0o644)
-	script := "#!/bin/sh\ncase \"$1\" in\n" +
-		"--query-gpu=uuid,memory.used,ecc.errors.uncorrected.volatile.total) cat " + dir + "/state.csv ;;\n" +
-		"--query-compute-apps=gpu_uuid,pid,process_name,used_memory) cat " + dir + "/apps.csv ;;\n" +
-		"*) echo \"stand-in nvidia-smi: unexpected $*\" >&2; exit 2 ;;\nesac\n"
-	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
+	must(t, os.WriteFile(filepath.Join(dir, "state.csv"), []byte(state), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "apps.csv"), []byte(apps), 0o644))
+	if len(remaps) > 0 {
+		must(t, os.WriteFile(filepath.Join(dir, "remaps.csv"), []byte(remaps[0]), 0o644))
 	}
+	script, err := filepath.Abs("testdata/stand-in-nvidia-smi")
+	must(t, err)
+	must(t, os.Symlink(script, filepath.Join(dir, "nvidia-smi")))
 	return dir
 }
 
-// TestGPUCheck: a leased GPU with a compute process, memory in use or new
-// ECC errors refuses the job (75); a clean one passes; another GPU's
-// state does not matter.
+// gpuRow is nvidia-smi's --query-gpu row of a GPU on bus 3b (cleanUUID)
+// or 5e (otherUUID).
+func gpuRow(uuid, used, ecc string) string {
+	bus := map[string]string{cleanUUID: "00000000:3B:00.0", otherUUID: "00000000:5E:00.0"}[uuid]
+	return uuid + ", " + bus + ", " + used + ", " + ecc + "\n"
+}
+
+// TestGPUCheck: a leased GPU with a compute process, memory in use, new
+// ECC errors or a pending row remap refuses the job (75); a clean one
+// passes; another GPU's state does not matter.
 func TestGPUCheck(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name, state, apps, ecc string // ecc: the count the last job left
-		ids                    []string
-		want                   string // "" passes
+		name, state, apps, remaps, ecc string // ecc: the count the last job left
+		ids                            []string
+		want                           string // "" passes
 	}{
-		{"clean", cleanUUID + ", 1, 0\n", "", "", []string{cleanUUID}, ""},
-		{"a neighbour's GPU busy", cleanUUID + ", 1, 0\n" + otherUUID + ", 70000, 3\n", otherUUID + ", 4242, python3, 69000\n", "", []string{cleanUUID}, ""},
-		{"a foreign compute process", cleanUUID + ", 500, 0\n", cleanUUID + ", 4242, python3, 480\n", "", []string{cleanUUID}, "compute process no job of this node owns (pid 4242, python3)"},
-		{"memory in use", cleanUUID + ", 30000, 0\n", "", "", []string{cleanUUID}, "30000 MiB in use"},
-		{"new ECC errors", cleanUUID + ", 1, 5\n", "", "3", []string{cleanUUID}, "2 new uncorrected ECC error(s)"},
-		{"the same ECC count", cleanUUID + ", 1, 5\n", "", "5", []string{cleanUUID}, ""},
-		{"no ECC on this GPU", cleanUUID + ", 1, [N/A]\n", "", "", []string{cleanUUID}, ""},
-		{"a GPU off the bus", otherUUID + ", 1, 0\n", "", "", []string{cleanUUID}, "not listed by nvidia-smi"},
-		{"one of a set dirty", cleanUUID + ", 1, 0\n" + otherUUID + ", 1, 0\n", otherUUID + ", 7, x\x1b[31m, 1\n", "", []string{cleanUUID, otherUUID}, "pid 7, x[31m"},
-		{"MIG instances are not checked", "", "", "", []string{"MIG-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b"}, ""},
+		{"clean", gpuRow(cleanUUID, "1", "0"), "", "", "", []string{cleanUUID}, ""},
+		{"a neighbour's GPU busy", gpuRow(cleanUUID, "1", "0") + gpuRow(otherUUID, "70000", "3"), otherUUID + ", 4242, python3, 69000\n", "", "", []string{cleanUUID}, ""},
+		{"a foreign compute process", gpuRow(cleanUUID, "500", "0"), cleanUUID + ", 4242, python3, 480\n", "", "", []string{cleanUUID}, "compute process no job of this node owns (pid 4242, python3)"},
+		{"memory in use", gpuRow(cleanUUID, "30000", "0"), "", "", "", []string{cleanUUID}, "30000 MiB in use"},
+		{"new ECC errors", gpuRow(cleanUUID, "1", "5"), "", "", "3", []string{cleanUUID}, "2 new uncorrected ECC error(s)"},
+		{"the same ECC count", gpuRow(cleanUUID, "1", "5"), "", "", "5", []string{cleanUUID}, ""},
+		{"no ECC on this GPU", gpuRow(cleanUUID, "1", "[N/A]"), "", "", "", []string{cleanUUID}, ""},
+		{"a GPU off the bus", gpuRow(otherUUID, "1", "0"), "", "", "", []string{cleanUUID}, "not listed by nvidia-smi"},
+		{"one of a set dirty", gpuRow(cleanUUID, "1", "0") + gpuRow(otherUUID, "1", "0"), otherUUID + ", 7, x\x1b[31m, 1\n", "", "", []string{cleanUUID, otherUUID}, "pid 7, x[31m"},
+		{"a row remap pending", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", Yes, No\n", "", []string{cleanUUID}, "row remap pending (Yes)"},
+		{"a row remap failed", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", No, Yes\n", "", []string{cleanUUID}, "failed (Yes)"},
+		{"no remap on a neighbour's", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", No, No\n" + otherUUID + ", Yes, No\n", "", []string{cleanUUID}, ""},
+		{"two problems, both said", gpuRow(cleanUUID, "30000", "0"), cleanUUID + ", 4242, python3, 480\n", "", "", []string{cleanUUID}, "(pid 4242, python3); GPU " + cleanUUID + " has 30000 MiB"},
+		{"MIG instances are not checked", "", "", "", "", []string{"MIG-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			path := standInSMI(t, tt.state, tt.apps)
+			var path string
+			if tt.remaps != "" {
+				path = standInSMI(t, tt.state, tt.apps, tt.remaps)
+			} else {
+				path = standInSMI(t, tt.state, tt.apps)
+			}
 			state := t.TempDir()
 			if tt.ecc != "" {
 				os.WriteFile(filepath.Join(state, "gpu-"+cleanUUID+".ecc"), []byte(tt.ecc), 0o644)
 			}
-			c := GPUCheck{StateDir: state, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
-			err := c.Check(context.Background(), "nvidia", tt.ids)
-			if tt.want == "" {
-				if err != nil {
-					t.Fatalf("refused a clean GPU: %v", err)
-				}
-				return
+			c := GPUCheck{StateDir: state, KernelLog: emptyKernelLog(t), Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			wantRefusal(t, c.Check(context.Background(), "nvidia", tt.ids), tt.want)
+		})
+	}
+}
+
+// wantRefusal: want "" is a pass; else a refusal (75) saying want.
+func wantRefusal(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("refused a clean GPU: %v", err)
+		}
+		return
+	}
+	if !IsRefused(err) || ExitCode(err) != 75 || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want a refusal (75) saying %q", err, want)
+	}
+}
+
+func emptyKernelLog(t *testing.T) string {
+	f := filepath.Join(t.TempDir(), "kmsg")
+	os.WriteFile(f, nil, 0o644)
+	return f
+}
+
+// TestGPUCheckXid: the machine's Xids since the last job (from the kernel
+// log, by the GPU's PCI address) refuse the job; a program's own Xids (13,
+// 31: a submission raises them at will), a neighbour's, and those before
+// the last job do not; the first check sets the baseline.
+func TestGPUCheckXid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		baseline string // the last job's kmsg sequence number; "" none
+		id       string
+		want     string
+	}{
+		{"a machine Xid since the last job", "1001", cleanUUID, "reported Xid 79 since the last job (NVRM: Xid (PCI:0000:3b:00): 79"},
+		{"a neighbour's Xid 48 and a program's 31 since", "1003", cleanUUID, ""},
+		{"the neighbour's own check sees its 48", "1003", otherUUID, "reported Xid 48"},
+		{"seen by the last job", "1005", cleanUUID, ""},
+		{"first check: baseline only", "", cleanUUID, ""},
+		{"a reboot under a kept file", "99999", cleanUUID, "Xid 79"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := standInSMI(t, gpuRow(tt.id, "1", "0"), "")
+			state := t.TempDir()
+			if tt.baseline != "" {
+				os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".kmsg"), []byte(tt.baseline+"\n"), 0o644)
 			}
-			if !IsRefused(err) || ExitCode(err) != 75 || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want a refusal (75) saying %q", err, tt.want)
+			c := GPUCheck{StateDir: state, KernelLog: "testdata/kmsg/nvidia-xid.txt", Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			err := c.Check(context.Background(), "nvidia", []string{tt.id})
+			wantRefusal(t, err, tt.want)
+			if tt.want != "" && strings.Contains(err.Error(), "Xid 13") {
+				t.Errorf("a program's Xid 13 counted: %v", err)
+			}
+			if b, _ := os.ReadFile(filepath.Join(state, "gpu-"+tt.id+".kmsg")); strings.TrimSpace(string(b)) != "1005" {
+				t.Errorf("baseline after the check = %q, want the newest record 1005", b)
 			}
 		})
+	}
+}
+
+// TestGPUCheckKernelLogUnreadable: where the agent may not read the
+// kernel log (kernel.dmesg_restrict=1) the Xid check says so and the
+// others still run.
+func TestGPUCheckKernelLogUnreadable(t *testing.T) {
+	t.Parallel()
+	var logged []string
+	path := standInSMI(t, gpuRow(cleanUUID, "30000", "0"), "")
+	c := GPUCheck{StateDir: t.TempDir(), KernelLog: filepath.Join(t.TempDir(), "no-kmsg"),
+		Lookup: func(k string) (string, bool) { return path, k == "PATH" },
+		Logf:   func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
+	wantRefusal(t, c.Check(context.Background(), "nvidia", []string{cleanUUID}), "30000 MiB in use")
+	if !strings.Contains(strings.Join(logged, "\n"), "Xid and GPU-reset reports not read") {
+		t.Errorf("log %q does not say the kernel log was not read", logged)
 	}
 }
 
@@ -84,9 +168,9 @@ func TestGPUCheckRecordsECC(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	for i, want := range []bool{true, false} {
-		path := standInSMI(t, cleanUUID+", 1, 9\n", "")
+		path := standInSMI(t, gpuRow(cleanUUID, "1", "9"), "")
 		os.WriteFile(filepath.Join(state, "gpu-"+cleanUUID+".ecc"), []byte(map[bool]string{true: "8", false: "9"}[i == 0]), 0o644)
-		err := GPUCheck{StateDir: state, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}.Check(context.Background(), "nvidia", []string{cleanUUID})
+		err := GPUCheck{StateDir: state, KernelLog: emptyKernelLog(t), Lookup: func(k string) (string, bool) { return path, k == "PATH" }}.Check(context.Background(), "nvidia", []string{cleanUUID})
 		if (err != nil) != want {
 			t.Errorf("check %d: %v, want refused %v", i, err, want)
 		}
@@ -94,8 +178,7 @@ func TestGPUCheckRecordsECC(t *testing.T) {
 }
 
 // TestGPUCheckWithoutNvidiaSMI: a node without nvidia-smi logs that the
-// check was skipped (docker --gpus fails there anyway); AMD is not
-// checked.
+// check was skipped (docker --gpus fails there anyway).
 func TestGPUCheckWithoutNvidiaSMI(t *testing.T) {
 	t.Parallel()
 	var logged string
@@ -104,8 +187,102 @@ func TestGPUCheckWithoutNvidiaSMI(t *testing.T) {
 	if err := c.Check(context.Background(), "nvidia", []string{cleanUUID}); err != nil || !strings.Contains(logged, "skipped") {
 		t.Errorf("err %v, log %q", err, logged)
 	}
-	if err := c.Check(context.Background(), "rocm", []string{"renderD128"}); err != nil {
-		t.Errorf("rocm: %v", err)
+}
+
+// amdSysfs is a stand-in sysfs of two AMD GPUs as amdgpu and KFD show
+// them: renderD128 (PCI 0000:c1:00.0, KFD gpu_id 1111) and renderD136
+// (0000:05:00.0, gpu_id 2222), idle; edit sets a file (relative to the
+// root) to a value before the check.
+func amdSysfs(t *testing.T, edit map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	files := map[string]string{
+		"class/kfd/kfd/topology/nodes/0/properties": "cpu_cores_count 96\ndrm_render_minor 0\n",
+		"class/kfd/kfd/topology/nodes/1/properties": "simd_count 1216\ndrm_render_minor 128\n",
+		"class/kfd/kfd/topology/nodes/1/gpu_id":     "1111\n",
+		"class/kfd/kfd/topology/nodes/2/properties": "simd_count 1216\ndrm_render_minor 136\n",
+		"class/kfd/kfd/topology/nodes/2/gpu_id":     "2222\n",
+	}
+	for bus, dev := range map[string]string{"0000:c1:00.0": "renderD128", "0000:05:00.0": "renderD136"} {
+		d := "devices/pci0000:00/" + bus + "/"
+		files[d+"mem_info_vram_used"] = "12582912\n"
+		files[d+"gpu_busy_percent"] = "0\n"
+		files[d+"ras/umc_err_count"] = "ue: 0\nce: 4\n"
+		must(t, os.MkdirAll(filepath.Join(root, "class/drm", dev), 0o755))
+		must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+		must(t, os.Symlink("../../../"+d, filepath.Join(root, "class/drm", dev, "device")))
+	}
+	for k, v := range edit {
+		files[k] = v
+	}
+	for name, data := range files {
+		must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755))
+		must(t, os.WriteFile(filepath.Join(root, name), []byte(data), 0o644))
+	}
+	return root
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGPUCheckAMD: an AMD GPU with a KFD queue of a process, VRAM in use,
+// new uncorrectable RAS errors, busy with no queue, or a ring timeout in
+// the kernel log since the last job refuses the job (75); the other
+// GPU's state does not matter; a GPU gone from sysfs is refused.
+func TestGPUCheckAMD(t *testing.T) {
+	t.Parallel()
+	const dev = "devices/pci0000:00/0000:c1:00.0/"
+	tests := []struct {
+		name string
+		edit map[string]string
+		ue   string // the last job's uncorrectable count
+		id   string
+		want string
+	}{
+		{"clean", nil, "", "renderD128", ""},
+		{"a KFD queue of a foreign process", map[string]string{"class/kfd/kfd/proc/4242/queues/0/gpuid": "1111\n"}, "", "renderD128", "KFD queue of a process no job of this node owns (pid 4242"},
+		{"a neighbour's queue", map[string]string{"class/kfd/kfd/proc/4242/queues/0/gpuid": "2222\n"}, "", "renderD128", ""},
+		{"VRAM in use", map[string]string{dev + "mem_info_vram_used": "32212254720\n"}, "", "renderD128", "30720 MiB of VRAM in use"},
+		{"busy with no queue", map[string]string{dev + "gpu_busy_percent": "100\n"}, "", "renderD128", "100% busy with no KFD queue"},
+		{"new RAS errors", map[string]string{dev + "ras/umc_err_count": "ue: 3\nce: 9\n"}, "1", "renderD128", "2 new uncorrectable memory (RAS) error(s)"},
+		{"off the bus", nil, "", "renderD200", "is not in sysfs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			state := t.TempDir()
+			if tt.ue != "" {
+				os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".ue"), []byte(tt.ue), 0o644)
+			}
+			c := GPUCheck{StateDir: state, Sysfs: amdSysfs(t, tt.edit), KernelLog: emptyKernelLog(t)}
+			wantRefusal(t, c.Check(context.Background(), "rocm", []string{tt.id}), tt.want)
+		})
+	}
+}
+
+// TestGPUCheckAMDKernelLog: amdgpu's ring timeout for this GPU's PCI
+// address since the last job refuses it; another GPU's reset does not.
+func TestGPUCheckAMDKernelLog(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ id, want string }{
+		{"renderD128", "ring comp_1.0.0 timeout"},
+		{"renderD136", "GPU reset begin"},
+	} {
+		t.Run(tt.id, func(t *testing.T) {
+			t.Parallel()
+			state := t.TempDir()
+			os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".kmsg"), []byte("2001\n"), 0o644)
+			c := GPUCheck{StateDir: state, Sysfs: amdSysfs(t, nil), KernelLog: "testdata/kmsg/amdgpu-timeout.txt"}
+			err := c.Check(context.Background(), "rocm", []string{tt.id})
+			wantRefusal(t, err, tt.want)
+			if strings.Count(err.Error(), "logged since the last job") != 1 {
+				t.Errorf("want exactly this GPU's line: %v", err)
+			}
+		})
 	}
 }
 
@@ -115,7 +292,7 @@ func TestJobRunRefusesADirtyGPU(t *testing.T) {
 	l, dir := fakeDocker(t)
 	env := jobEnv(t)
 	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
-	env["PATH"] = standInSMI(t, cleanUUID+", 1, 0\n", cleanUUID+", 999, miner, 60000\n")
+	env["PATH"] = standInSMI(t, gpuRow(cleanUUID, "1", "0"), cleanUUID+", 999, miner, 60000\n")
 	host := fakeHost(t, nil)
 	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 	if err != nil {

@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/lazyre"
+)
+
+// amdBusyHung is the gpu_busy_percent at which a GPU with no KFD queue on
+// it is taken for hung: an idle GPU reads 0, and nothing of this node's
+// may run on a leased one.
+const amdBusyHung = 90
+
+// amdFault is what amdgpu logs for a GPU in a bad state: a job or ring
+// timeout (a hung queue), a GPU reset, a MES or HWS hang, a RAS fatal
+// error. The device's PCI address prefixes the line ("amdgpu
+// 0000:c1:00.0: amdgpu: ring comp_1.0.0 timeout").
+var amdFault = lazyre.New(`(?i)(ring \S+ timeout|job timed ?out|GPU reset|hang|fatal error|uncorrectable)`)
+
+// amdProblems reads each leased render node (renderD128) from sysfs,
+// which amdgpu and KFD make readable by every user: KFD's per-process
+// queues, VRAM in use, uncorrectable RAS errors, gpu_busy_percent, and
+// the kernel log where it can be read. Nothing here needs root or
+// amd-smi.
+func (c GPUCheck) amdProblems(ids []string) ([]gpuProblem, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	queues := c.kfdQueues()
+	klog := c.kernelLog()
+	var problems []gpuProblem
+	for _, id := range ids {
+		for _, msg := range c.amdGPU(id, queues, klog) {
+			problems = append(problems, gpuProblem{GPU: id, Msg: msg})
+		}
+	}
+	return problems, nil
+}
+
+// amdGPU judges one render node.
+func (c GPUCheck) amdGPU(id string, queues map[string][]string, klog []kmsgRecord) []string {
+	dev := c.sys("class", "drm", id, "device")
+	target, err := os.Readlink(dev)
+	if err != nil {
+		return []string{fmt.Sprintf("is not in sysfs (%s: fallen off the bus?)", printable(err.Error()))}
+	}
+	bus := filepath.Base(target)
+	var msgs []string
+	pids := queues[c.kfdGPUID(id)]
+	for _, pid := range pids {
+		msgs = append(msgs, fmt.Sprintf("has a KFD queue of a process no job of this node owns (pid %s, %s)", pid, printable(c.comm(pid))))
+	}
+	if used, err := readInt(filepath.Join(dev, "mem_info_vram_used")); err == nil && used>>20 > MaxIdleUsedMiB {
+		msgs = append(msgs, fmt.Sprintf("has %d MiB of VRAM in use before the job (at most %d)", used>>20, MaxIdleUsedMiB))
+	}
+	if busy, err := readInt(filepath.Join(dev, "gpu_busy_percent")); err == nil && busy >= amdBusyHung && len(pids) == 0 {
+		msgs = append(msgs, fmt.Sprintf("is %d%% busy with no KFD queue on it (a hung queue?)", busy))
+	}
+	if n := c.newCount(id, "ue", rasUE(filepath.Join(dev, "ras", "umc_err_count"))); n > 0 {
+		msgs = append(msgs, fmt.Sprintf("has %d new uncorrectable memory (RAS) error(s) since the last job", n))
+	}
+	if klog != nil {
+		for _, r := range kernelLogSince(klog, kernelLogFile(c.StateDir, id)) {
+			if strings.Contains(r.Text, bus) && amdFault.MatchString(r.Text) {
+				msgs = append(msgs, "logged since the last job: "+printable(r.Text))
+			}
+		}
+	}
+	return msgs
+}
+
+// kfdQueues maps a KFD gpu_id to the processes that have a queue on it
+// (/sys/class/kfd/kfd/proc/<pid>/queues/<qid>/gpuid).
+func (c GPUCheck) kfdQueues() map[string][]string {
+	out := map[string][]string{}
+	files, _ := filepath.Glob(c.sys("class", "kfd", "kfd", "proc", "*", "queues", "*", "gpuid"))
+	for _, f := range files {
+		gpu, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid := filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(f))))
+		g := strings.TrimSpace(string(gpu))
+		if !slices.Contains(out[g], pid) {
+			out[g] = append(out[g], pid)
+		}
+	}
+	return out
+}
+
+// kfdGPUID finds the KFD topology node of a render node (its properties
+// say drm_render_minor N) and returns its gpu_id.
+func (c GPUCheck) kfdGPUID(id string) string {
+	minor := strings.TrimPrefix(id, "renderD")
+	nodes, _ := filepath.Glob(c.sys("class", "kfd", "kfd", "topology", "nodes", "*"))
+	for _, n := range nodes {
+		props, err := os.ReadFile(filepath.Join(n, "properties"))
+		if err != nil || !strings.Contains("\n"+string(props), "\ndrm_render_minor "+minor+"\n") {
+			continue
+		}
+		if g, err := os.ReadFile(filepath.Join(n, "gpu_id")); err == nil {
+			return strings.TrimSpace(string(g))
+		}
+	}
+	return ""
+}
+
+// rasUE is the "ue: N" line of amdgpu's umc_err_count ("" when absent:
+// a GPU without RAS).
+func rasUE(file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "ue:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func (c GPUCheck) comm(pid string) string {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (c GPUCheck) sys(elem ...string) string {
+	root := c.Sysfs
+	if root == "" {
+		root = "/sys"
+	}
+	return filepath.Join(append([]string{root}, elem...)...)
+}
+
+func readInt(file string) (int64, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}

@@ -1,0 +1,75 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestReadKernelLogDevice: the real /dev/kmsg is read to its end and the
+// read returns (a blocking read would wait for the next record), where
+// this user may read it.
+func TestReadKernelLogDevice(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Open(DefaultKernelLog); err != nil {
+		t.Skipf("%s not readable here: %v", DefaultKernelLog, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		recs, err := readKernelLog(DefaultKernelLog)
+		if err == nil && len(recs) == 0 {
+			t.Log("the kernel log holds no records")
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading /dev/kmsg blocked: the check would hang every job")
+	}
+}
+
+// TestParseKernelLog: records keep their sequence number and text;
+// continuation lines and malformed lines are skipped.
+func TestParseKernelLog(t *testing.T) {
+	t.Parallel()
+	got := parseKernelLog("6,7,100,-;first; with a semicolon\n SUBSYSTEM=pci\nnot a record\n4,x,1,-;bad seq\n3,9,200,c;second\n")
+	if len(got) != 2 || got[0] != (kmsgRecord{7, "first; with a semicolon"}) || got[1] != (kmsgRecord{9, "second"}) {
+		t.Errorf("got %+v", got)
+	}
+}
+
+// TestKernelLogSince: the records after the stored sequence number, the
+// newest stored; none on the first check (baseline).
+func TestKernelLogSince(t *testing.T) {
+	t.Parallel()
+	recs := []kmsgRecord{{5, "a"}, {6, "b"}, {8, "c"}}
+	tests := []struct {
+		name, stored string
+		want         int
+	}{
+		{"first check", "", 0},
+		{"two new", "5", 2},
+		{"none new", "8", 0},
+		{"a reboot", "100", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			file := filepath.Join(t.TempDir(), "gpu-x.kmsg")
+			if tt.stored != "" {
+				must(t, os.WriteFile(file, []byte(tt.stored), 0o644))
+			}
+			if got := kernelLogSince(recs, file); len(got) != tt.want {
+				t.Errorf("got %v, want %d records", got, tt.want)
+			}
+			if b, _ := os.ReadFile(file); string(b) != "8\n" {
+				t.Errorf("stored %q, want 8", b)
+			}
+		})
+	}
+}
