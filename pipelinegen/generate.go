@@ -81,8 +81,8 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 	}
 	image := v.Image
 	if job.Image != "" {
-		if !ValidImage(job.Image) {
-			return nil, &payload.Error{Kind: payload.KindInvalidField, Field: contract.EnvImage, Msg: fmt.Sprintf("%q is not a valid image reference", job.Image)}
+		if err := imageErr(job.Image); err != nil {
+			return nil, &payload.Error{Kind: payload.KindInvalidField, Field: contract.EnvImage, Msg: err.Error()}
 		}
 		image = job.Image
 	}

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/imageref"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/size"
 	"github.com/gpu-mode/kbgen/noise"
@@ -223,7 +224,6 @@ func (v *Vendor) backend() Backend {
 // generate's start-up.
 var (
 	queueName   = lazyre.New(`^[a-z0-9][a-z0-9._-]*$`)
-	imageRef    = lazyre.New(`^[a-z0-9][a-z0-9._/:-]*(@sha256:[a-f0-9]{64})?$`)
 	archPattern = lazyre.New(`^[0-9]{2,3}[a-z]?$`)
 )
 
@@ -248,8 +248,8 @@ func (v *Vendor) validate() error {
 		return fmt.Errorf("arch %q is not an SM arch like \"90a\"", *v.Arch)
 	case v.Runtime == contract.RuntimeROCm && v.Arch != nil:
 		return errors.New("arch is an nvcc setting; leave it null for rocm")
-	case !ValidImage(v.Image):
-		return fmt.Errorf("image %q is not a valid image reference", v.Image)
+	case imageErr(v.Image) != nil:
+		return fmt.Errorf("image: %w", imageErr(v.Image))
 	case v.Resources.GPUs < 1:
 		return fmt.Errorf("resources.gpus %d must be at least 1", v.Resources.GPUs)
 	case v.Resources.CPUs < 1:
@@ -285,11 +285,11 @@ func (v *Vendor) validate() error {
 	return nil
 }
 
-// ValidImage reports whether ref is a plausible docker image reference
-// (lower-case registry/repository[:tag][@sha256:digest]). It also keeps
-// anything shell- or YAML-special out of the plugin config.
-func ValidImage(ref string) bool {
-	return len(ref) <= 255 && imageRef.MatchString(ref)
+// imageErr checks an image as the sandbox will (internal/imageref), so
+// the generator never emits a step the sandbox refuses.
+func imageErr(ref string) error {
+	_, err := imageref.Parse(ref)
+	return err
 }
 
 // UnknownQueueError is returned for a queue the registry does not list.

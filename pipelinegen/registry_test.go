@@ -94,6 +94,9 @@ func TestRegistryValidation(t *testing.T) {
 		{"docker's GiB spelling", [2]string{"shm-size: 1g", "shm-size: 1GiB"}, ""},
 		{"unknown key", [2]string{"gpu: G", "gpu: G\n    gpu_count: 8"}, "gpu_count"},
 		{"bad image", [2]string{"example.com/img:1", "Example.com/$(id)"}, "image"},
+		// internal/imageref, the sandbox's parser too: docker's grammar.
+		{"upper-case repository", [2]string{"example.com/img:1", "example.com/Img:1"}, "image"},
+		{"registry port, upper-case tag", [2]string{"example.com/img:1", "localhost:5000/img:12.8-Devel"}, ""},
 		{"arch on rocm", [2]string{"runtime: nvidia", "runtime: rocm"}, "arch is an nvcc setting"},
 		{"bad queue", [2]string{"queue: q1", "queue: Q 1"}, "queue"},
 		{"bad mode", [2]string{"gpu: G", "gpu: G\n    modes: [test, ranked]"}, `modes: "ranked"`},

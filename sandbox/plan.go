@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/cpulist"
+	"github.com/gpu-mode/kbgen/internal/imageref"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/internal/size"
@@ -191,9 +192,6 @@ func (s *Spec) Summary() string {
 	return s.Name + ": " + strings.Join(parts, ", ")
 }
 
-// imageRef is a registry reference that cannot be mistaken for a flag.
-var imageRef = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$`)
-
 // Plan combines the step's request (cfg) with this agent's placement into
 // the `docker run` argv. It never grants more than the placement owns: a
 // request beyond it is a RefusedError, as is a GPU that is not there. A
@@ -205,8 +203,8 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	if cfg.Image == "" {
 		return nil, configErrorf("image", "missing: the step must name its runner image")
 	}
-	if !imageRef.MatchString(cfg.Image) {
-		return nil, configErrorf("image", "%q is not an image reference", cfg.Image)
+	if _, err := imageref.Parse(cfg.Image); err != nil {
+		return nil, configErrorf("image", "%v", err)
 	}
 	if len(opts.Command) == 0 {
 		return nil, configErrorf("", "no command to run in the container")

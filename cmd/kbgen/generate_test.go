@@ -63,7 +63,7 @@ func TestGenerateBadBuildEnvIsAJobError(t *testing.T) {
 	}{
 		{"priority not a number", in.Encoded, map[string]string{contract.EnvPriority: "high"}, `KERNELBOT_PRIORITY: "high" is not an integer from -100 to 100`},
 		{"priority out of range", in.Encoded, map[string]string{contract.EnvPriority: "1000"}, `KERNELBOT_PRIORITY: "1000" is not an integer`},
-		{"bad image", in.Encoded, map[string]string{contract.EnvImage: "--privileged"}, `KERNELBOT_IMAGE: "--privileged" is not a valid image reference`},
+		{"bad image", in.Encoded, map[string]string{contract.EnvImage: "--privileged"}, `KERNELBOT_IMAGE: "--privileged" is not an image reference`},
 		{"multi-GPU on a one-GPU queue", multiEnc, nil, "multi_gpu: the job asks for multiple GPUs but queue \"nvidia-h100\" gives each step 1"},
 	}
 	for _, tt := range tests {
