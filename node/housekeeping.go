@@ -49,12 +49,8 @@ func (d *Doctor) checkHousekeeping(p *Plan) Check {
 	case seen == 0:
 		return fail(name, "no host service (%s) visible in /proc", strings.Join(housekeepingServices, ", "))
 	case len(offenders) > 0:
-		how := "systemctl daemon-reload, then restart docker, containerd and the agents"
-		if p.CgroupVersion != 2 {
-			how = "systemctl daemon-reexec, then restart docker, containerd and the agents"
-		}
 		return fail(name, "%d of %d host processes may run on the agents' CPUs (%s); want only %s: run kbgen node install, then %s",
-			len(offenders), seen, strings.Join(first(offenders, 5), ", "), p.HostCPUs, how)
+			len(offenders), seen, strings.Join(first(offenders, 5), ", "), p.HostCPUs, p.HousekeepingNextStep())
 	}
 	return pass(name, "%d host processes (%s) confined to %s", seen, strings.Join(housekeepingServices, ", "), p.HostCPUs)
 }
@@ -77,4 +73,17 @@ func first(s []string, n int) []string {
 		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
 	}
 	return s
+}
+
+// HousekeepingNextStep is what makes installed housekeeping drop-ins take
+// effect: on cgroup v2 AllowedCPUs= in slice drop-ins, read on
+// daemon-reload; on v1 CPUAffinity= in system.conf.d, read only when
+// systemd itself starts (daemon-reexec). Running services keep their
+// CPUs until restarted.
+func (p *Plan) HousekeepingNextStep() string {
+	reload := "systemctl daemon-reload"
+	if p.CgroupVersion != 2 {
+		reload = "systemctl daemon-reexec"
+	}
+	return reload + ", then restart docker, containerd and the agents"
 }

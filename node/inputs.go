@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -36,6 +37,9 @@ type Inputs struct {
 type InputError struct{ Msg string }
 
 func (e *InputError) Error() string { return e.Msg }
+
+// ExitCode makes an input error the caller's mistake (exitcode.Coder).
+func (e *InputError) ExitCode() int { return exitcode.Usage }
 
 func inputErrorf(format string, args ...any) error {
 	return &InputError{Msg: fmt.Sprintf(format, args...)}

@@ -1,10 +1,12 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/steps"
@@ -49,4 +51,39 @@ func JobEnv(p *Plan, reg *pipelinegen.Registry) ([]EnvVar, error) {
 		{contract.EnvRunID, "by-hand"},
 		{contract.EnvPayload, in.Encoded},
 	}, nil
+}
+
+// EnvRequest is `kbgen node env`: the agent of GPU GPUIndex in the plan
+// installed under Root (or Source planned afresh), and whether to leave
+// out the step and job (PlacementOnly).
+type EnvRequest struct {
+	Root          string
+	Source        Source
+	GPUIndex      int
+	PlacementOnly bool
+}
+
+// AgentJobEnv is what a job on one agent sees: its placement, then (unless
+// PlacementOnly) JobEnv. No step to reproduce is not a failure, since the
+// placement is still worth having: note says why it is missing. An agent
+// the plan lacks carries exitcode.Usage.
+func AgentJobEnv(ctx context.Context, req EnvRequest) (env []EnvVar, note, err error) {
+	p, err := LoadOrPlan(ctx, req.Root, req.Source)
+	if err != nil {
+		return nil, nil, err
+	}
+	a := p.Agent(req.GPUIndex)
+	if a == nil {
+		return nil, nil, exitcode.Usagef("no agent for GPU %d: this node has %d GPUs", req.GPUIndex, len(p.Agents))
+	}
+	env = a.Env(p.Runtime, p.CgroupVersion)
+	if req.PlacementOnly {
+		return env, nil, nil
+	}
+	reg, err := LoadRegistry(req.Source.Vendors)
+	if err != nil {
+		return nil, nil, err
+	}
+	job, note := JobEnv(p, reg)
+	return append(env, job...), note, nil
 }

@@ -3,6 +3,8 @@ package payload
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
 
 // ErrorKind names what is wrong with a job, so callers can tell a transport
@@ -45,6 +47,10 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// ExitCode is why a job error ends a command with 65 (exitcode.Coder):
+// the job, not the machine, is wrong, and Buildkite never retries it.
+func (e *Error) ExitCode() int { return exitcode.BadJob }
 
 // IsJobError reports whether err (or anything it wraps) is a job error.
 func IsJobError(err error) bool {

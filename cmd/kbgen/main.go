@@ -5,7 +5,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -141,29 +140,8 @@ func runCLI(g *Globals, args []string) (code int) {
 	return exitcode.OK
 }
 
-// exitError is an error with the exit code the CLI should end with.
-type exitError struct {
-	code int
-	err  error
-}
-
-// Error is the inner error's message; a silent exit has none and says
-// only its code (report never prints it, but a wrapper or a log might).
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
-}
-func (e *exitError) Unwrap() error { return e.err }
-
 // withCode attaches an exit code to err.
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: code, err: err}
-}
+func withCode(code int, err error) error { return exitcode.With(code, err) }
 
 // exitWith ends with code, saying err when there is one (a command's
 // package function already logged the rest).
@@ -172,27 +150,20 @@ func exitWith(code int, err error) error {
 	case code == exitcode.OK:
 		return nil
 	case err == nil:
-		return silentExit(code)
+		return exitcode.Silent(code)
 	}
-	return withCode(code, err)
+	return exitcode.With(code, err)
 }
 
 // silentExit ends with code without printing anything more (the command
 // already said what it had to).
-func silentExit(code int) error { return &exitError{code: code} }
+func silentExit(code int) error { return exitcode.Silent(code) }
 
-// report prints err as one line and returns its exit code.
+// report prints err as one line and returns its exit code: the one
+// mapping from errors to codes (exitcode.Of), whichever command failed.
 func report(stderr io.Writer, err error) int {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintf(stderr, "kbgen: %v\n", ee.err)
-		}
-		return ee.code
+	if msg := exitcode.Message(err); msg != "" {
+		fmt.Fprintf(stderr, "kbgen: %s\n", msg)
 	}
-	fmt.Fprintf(stderr, "kbgen: %v\n", err)
-	if payload.IsJobError(err) {
-		return exitcode.BadJob
-	}
-	return exitcode.Failure
+	return exitcode.Of(err)
 }

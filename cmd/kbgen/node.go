@@ -2,16 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
-	"github.com/gpu-mode/kbgen/internal/size"
 	"github.com/gpu-mode/kbgen/node"
 )
 
@@ -38,55 +32,19 @@ type machineFlags struct {
 	ReserveMemory string   `default:"16g" placeholder:"SIZE" help:"Memory of each NUMA node kept for the host, docker syntax. Default: ${default} (setup-node.sh: RESERVE_MEMORY). Example: --reserve-memory 32g"`
 }
 
+// source is the machine flags, the queue and the registry (KBGEN_VENDORS)
+// as the node package plans from them.
+func (m *machineFlags) source(g *Globals, queue string) node.Source {
+	return node.Source{
+		Sysfs: m.Sysfs, NvidiaSMI: m.NvidiaSMI, RocmSMI: m.RocmSMI, NvidiaTopo: m.NvidiaTopo, NvidiaList: m.NvidiaList,
+		ReserveCores: m.ReserveCores, ReserveMemory: m.ReserveMemory, Shapes: m.Shape, MIGQueue: m.MIGQueue,
+		Queue: queue, Vendors: g.Getenv(contract.EnvVendors),
+	}
+}
+
+// plan plans the machine the flags describe.
 func (m *machineFlags) plan(ctx context.Context, g *Globals, queue string) (*node.Plan, error) {
-	mem, err := size.Parse(m.ReserveMemory)
-	if err != nil {
-		return nil, withCode(exitcode.Usage, fmt.Errorf("--reserve-memory: %w", err))
-	}
-	mach := node.Machine{Sys: os.DirFS(m.Sysfs), Runner: node.ExecRunner{}}
-	// /proc/meminfo beside the /sys tree (/proc for /sys; DIR/../proc in a
-	// fixture): absent is fine, the NUMA nodes' figures then stand.
-	mach.MemInfo, _ = os.ReadFile(filepath.Join(filepath.Dir(filepath.Clean(m.Sysfs)), "proc", "meminfo"))
-	if m.NvidiaSMI != "" {
-		if mach.NvidiaSMI, err = os.ReadFile(m.NvidiaSMI); err != nil {
-			return nil, withCode(exitcode.Usage, fmt.Errorf("--nvidia-smi: %w", err))
-		}
-	}
-	if m.RocmSMI != "" {
-		if mach.RocmSMI, err = os.ReadFile(m.RocmSMI); err != nil {
-			return nil, withCode(exitcode.Usage, fmt.Errorf("--rocm-smi: %w", err))
-		}
-	}
-	for _, f := range []struct {
-		flag, path string
-		dst        *[]byte
-	}{{"--nvidia-topo", m.NvidiaTopo, &mach.NvidiaTopo}, {"--nvidia-smi-list", m.NvidiaList, &mach.NvidiaList}} {
-		if f.path == "" {
-			continue
-		}
-		if *f.dst, err = os.ReadFile(f.path); err != nil {
-			return nil, withCode(exitcode.Usage, fmt.Errorf("%s: %w", f.flag, err))
-		}
-	}
-	reg, err := loadRegistry(g, "")
-	if err != nil {
-		return nil, err
-	}
-	shapes, err := node.ResolveShapes(reg, m.Shape)
-	if err != nil {
-		return nil, withCode(exitcode.Usage, err)
-	}
-	p, err := node.PlanMachine(ctx, mach, node.PlanOptions{Queue: queue, ReserveCores: m.ReserveCores, ReserveMemory: mem, Shapes: shapes, MIGQueue: m.MIGQueue})
-	if err != nil {
-		return nil, fmt.Errorf("planning agents: %w", err)
-	}
-	if err := node.CheckQueue(p, reg); err != nil {
-		return nil, withCode(exitcode.Usage, err)
-	}
-	if err := node.CheckAgentQueues(p, reg); err != nil {
-		return nil, withCode(exitcode.Usage, err)
-	}
-	return p, nil
+	return node.PlanSource(ctx, m.source(g, queue))
 }
 
 // NodePlanCmd prints the plan.
@@ -158,62 +116,16 @@ It does not start anything: setup-node.sh (or you) runs
 }
 
 func (c *NodeInstallCmd) Run(g *Globals) error {
-	p, err := c.plan(context.Background(), g, c.Queue)
-	if err != nil {
-		return err
+	rep, err := node.Install(context.Background(), node.InstallRequest{
+		Source:  c.source(g, c.Queue),
+		Inputs:  node.Inputs{TokenFile: c.TokenFile, EnvToken: g.Getenv(contract.EnvAgentToken), VerificationKey: c.VerificationKey, Plugin: c.Plugin, Root: c.Root},
+		Options: node.InstallOptions{AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath, AllowProfiling: c.AllowProfiling},
+		DryRun:  c.DryRun,
+	})
+	if rep != nil {
+		rep.Write(g.Stdout, g.Stderr)
 	}
-	// p.Queue, not c.Queue: an alias was resolved to the queue steps target.
-	opts := node.InstallOptions{Queue: p.Queue, AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath, AllowProfiling: c.AllowProfiling}
-	inputs := node.Inputs{TokenFile: c.TokenFile, EnvToken: g.Getenv(contract.EnvAgentToken), VerificationKey: c.VerificationKey, Plugin: c.Plugin, Root: c.Root}
-	if err := inputs.Load(&opts); err != nil {
-		if errors.As(err, new(*node.InputError)) {
-			return withCode(exitcode.Usage, err)
-		}
-		return err
-	}
-	files, err := node.Render(p, opts)
-	if err != nil {
-		return withCode(exitcode.Usage, err)
-	}
-	results, err := node.Apply(c.Root, files, c.DryRun)
-	verb := map[node.Change]string{node.Created: "created", node.Updated: "updated", node.Unchanged: "unchanged"}
-	if c.DryRun {
-		verb = map[node.Change]string{node.Created: "would create", node.Updated: "would update", node.Unchanged: "unchanged"}
-	}
-	for _, n := range p.Notes {
-		fmt.Fprintf(g.Stdout, "note: %s\n", n)
-	}
-	for _, r := range results {
-		fmt.Fprintf(g.Stdout, "%-12s %s %s\n", verb[r.Change], r.Mode, r.Path)
-	}
-	if err != nil {
-		return err
-	}
-	stale, err := node.StaleAgents(c.Root, p)
-	if err != nil {
-		return err
-	}
-	for _, id := range stale {
-		n := strings.TrimPrefix(id, "gpu")
-		fmt.Fprintf(g.Stdout, "%-12s %s/%s: GPU %s is not in the plan; systemctl disable --now buildkite-agent-gpu@%s.service, then remove the directory\n",
-			"stale", node.ConfigDir, id, n, n)
-	}
-	if node.TokenMissing(c.Root, opts) {
-		fmt.Fprintf(g.Stderr, "kbgen: warning: no agent token given (--token-file or BUILDKITE_AGENT_TOKEN) and none installed: the agents will not start until %s exists\n", node.TokenFile)
-	}
-	fmt.Fprintf(g.Stdout, "%d agents for queue %s; start them with: systemctl daemon-reload && systemctl enable --now %s\n",
-		len(p.Agents), p.Queue, instanceList(p))
-	fmt.Fprintf(g.Stdout, "housekeeping CPUs %s (cgroup v%d): %s, then restart docker, containerd and the agents; kbgen doctor checks it\n",
-		p.HostCPUs, p.CgroupVersion, map[bool]string{true: "systemctl daemon-reload", false: "systemctl daemon-reexec"}[p.CgroupVersion == 2])
-	return nil
-}
-
-func instanceList(p *node.Plan) string {
-	var names []string
-	for _, a := range p.Agents {
-		names = append(names, a.Unit())
-	}
-	return strings.Join(names, " ")
+	return err
 }
 
 // NodeEnvCmd prints one agent's placement.
@@ -244,33 +156,14 @@ The same from a staged install, on any machine:
 }
 
 func (c *NodeEnvCmd) Run(g *Globals) error {
-	p, err := node.ReadInstalledPlan(c.Root)
-	if errors.Is(err, os.ErrNotExist) {
-		p, err = c.plan(context.Background(), g, c.Queue)
-	}
-	if err != nil {
-		return err
-	}
-	a := p.Agent(c.GPUIndex)
-	if a == nil {
-		return withCode(exitcode.Usage, fmt.Errorf("no agent for GPU %d: this node has %d GPUs", c.GPUIndex, len(p.Agents)))
-	}
-	env := a.Env(p.Runtime, p.CgroupVersion)
-	if !c.PlacementOnly {
-		reg, err := loadRegistry(g, "")
-		if err != nil {
-			return err
-		}
-		// No step to reproduce is not a failure: the placement is still
-		// worth printing, and stderr says what is missing.
-		job, err := node.JobEnv(p, reg)
-		if err != nil {
-			fmt.Fprintf(g.Stderr, "kbgen: note: placement only: %v\n", err)
-		}
-		env = append(env, job...)
+	env, note, err := node.AgentJobEnv(context.Background(), node.EnvRequest{
+		Root: c.Root, Source: c.source(g, c.Queue), GPUIndex: c.GPUIndex, PlacementOnly: c.PlacementOnly,
+	})
+	if note != nil {
+		fmt.Fprintf(g.Stderr, "kbgen: note: placement only: %v\n", note)
 	}
 	for _, e := range env {
 		fmt.Fprintf(g.Stdout, "export %s=%s\n", e.Name, shellquote.Quote(e.Value))
 	}
-	return nil
+	return err
 }

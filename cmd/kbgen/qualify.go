@@ -1,21 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
-	"text/tabwriter"
+	"io"
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/internal/exitcode"
-	"github.com/gpu-mode/kbgen/node"
-	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/qualify"
-	"github.com/gpu-mode/kbgen/sandbox"
 )
 
 // NodeQualifyCmd measures whether each agent's placement gives
@@ -69,128 +61,28 @@ own reason.`
 func (c *NodeQualifyCmd) Run(g *Globals) error {
 	ctx, stop := signalContext()
 	defer stop()
-	p, err := node.ReadInstalledPlan(c.Root)
-	if errors.Is(err, os.ErrNotExist) {
-		p, err = c.plan(ctx, g, "")
-	}
+	opts, err := qualify.Prepare(ctx, c.setup(g))
 	if err != nil {
 		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this kbgen: %w", err)
-	}
-	var launcher qualify.Launcher = &qualify.Direct{Binary: self}
-	if !c.NoSandbox {
-		image := c.Image
-		if image == "" {
-			reg, err := loadRegistry(g, c.Vendors)
-			if err != nil {
-				return err
-			}
-			image = node.QueueImage(p, reg)
-		}
-		if image == "" {
-			return withCode(exitcode.Usage, errors.New("no image for the calibration containers: pass --image (any image; kbgen itself is mounted), or --no-sandbox"))
-		}
-		if err := sandbox.CheckStatic(self); err != nil {
-			return withCode(exitcode.Usage, err)
-		}
-		launcher = &qualify.Docker{Plan: p, Image: image, RunnerBinary: self, Host: sandbox.LocalHost(),
-			NoGPU: c.NoGPU || g.Getenv(contract.EnvSandboxNoGPU) == "1", Tag: strconv.Itoa(os.Getpid())}
-	}
-	opts := qualify.Options{
-		Plan: p, Launcher: launcher, Runs: c.Runs, Reps: c.Reps, Blocks: c.Blocks, RepDuration: c.RepTime,
-		MaxCV: c.MaxCV, MaxShift: c.MaxShift, MaxSteal: c.MaxSteal, Floating: c.Floating, Log: g.Stderr,
-	}
-	switch {
-	case c.GPU == "off":
-		opts.GPUNote = "--gpu off"
-	case !c.NoSandbox:
-		opts.GPUNote = "the GPU calibration runs with --no-sandbox only (the host's python3 with torch)"
-		if c.GPU == "on" {
-			return withCode(exitcode.Usage, errors.New("--gpu on needs --no-sandbox: the GPU calibration runs on the host's python3 with torch"))
-		}
-	default:
-		var why string
-		if opts.GPU, why = qualify.FindGPURunner(ctx); opts.GPU == nil {
-			if c.GPU == "on" {
-				return withCode(exitcode.Usage, fmt.Errorf("--gpu on: %s", why))
-			}
-			opts.GPUNote = why
-		}
 	}
 	rep, err := qualify.Qualify(ctx, opts)
 	if err != nil {
 		return err
 	}
-	if c.JSON {
-		enc := json.NewEncoder(g.Stdout)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		printQualify(g, rep)
-	}
-	if !rep.Pass {
-		return silentExit(exitcode.Failure)
-	}
-	return nil
+	write := map[bool]func(io.Writer) error{false: rep.WriteTable, true: rep.WriteJSON}[c.JSON]
+	return cmp.Or(write(g.Stdout), rep.Err())
 }
 
-func printQualify(g *Globals, r *qualify.Report) {
-	w := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "AGENT\tCPUS\tCV %\tLOADED CV %\tSHIFT %\tSTEAL %\tNOISY RUNS\tNOISE SOURCES\tVERDICT")
-	for _, a := range r.Agents {
-		why := a.Why
-		if a.Error != "" {
-			why = []string{a.Error}
-		}
-		verdict := a.Verdict.Text(why, a.LoadSkipped)
-		src := strings.Join(a.NoiseSources, ", ")
-		if src == "" {
-			src = "-"
-		}
-		fmt.Fprintf(w, "%s\t%s\t%.2f\t%s\t%s\t%.1f\t%d\t%s\t%s\n", a.Name, a.CPUs, a.CVPercent, pct(a.LoadedCVPercent, "%.2f"), pct(a.ShiftPercent, "%+.2f"), a.StealPercent, a.NoisyRuns, src, verdict)
+// setup is the flags as qualify.Prepare takes them.
+func (c *NodeQualifyCmd) setup(g *Globals) qualify.Setup {
+	return qualify.Setup{
+		Root: c.Root, Machine: c.source(g, ""), Image: c.Image, Vendors: cmp.Or(c.Vendors, g.Getenv(contract.EnvVendors)),
+		NoSandbox: c.NoSandbox, NoGPU: c.NoGPU || g.Getenv(contract.EnvSandboxNoGPU) == "1", GPU: qualify.GPUMode(c.GPU),
+		Options: qualify.Options{
+			Runs: c.Runs, Reps: c.Reps, Blocks: c.Blocks, RepDuration: c.RepTime,
+			MaxCV: c.MaxCV, MaxShift: c.MaxShift, MaxSteal: c.MaxSteal, Floating: c.Floating, Log: g.Stderr,
+		},
 	}
-	w.Flush()
-	gpu := false
-	for _, a := range r.Agents {
-		gpu = gpu || a.GPU != nil
-	}
-	if gpu {
-		fmt.Fprintln(g.Stdout)
-		w = tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(w, "AGENT\tGPU\tMS PER MATMUL\tMATMULS PER SAMPLE\tCV %\tLOADED CV %\tSHIFT %\tNOISE SOURCES\tVERDICT")
-		for _, a := range r.Agents {
-			if a.GPU == nil {
-				continue
-			}
-			src := strings.Join(a.GPU.NoiseSources, ", ")
-			if src == "" {
-				src = "-"
-			}
-			verdict := a.GPU.Verdict.Text(a.GPU.Why, a.GPU.LoadSkipped)
-			fmt.Fprintf(w, "%s\t%s\t%.4f\t%d\t%.2f\t%s\t%s\t%s\t%s\n", a.Name, a.GPU.Device, a.GPU.QuietMeanMS, a.GPU.MatmulsPerSample, a.GPU.CVPercent, pct(a.GPU.LoadedCVPercent, "%.2f"), pct(a.GPU.ShiftPercent, "%+.2f"), src, verdict)
-		}
-		w.Flush()
-	}
-	state := "PASS"
-	if !r.Pass {
-		state = "FAIL"
-	}
-	fmt.Fprintf(g.Stdout, "\n%s: %d agents via %s; thresholds CV %g %%, shift %g %%, steal %g %%; %d kernel steps per repetition; GPU part: %s\n",
-		state, len(r.Agents), r.Launcher, r.Thresholds.MaxCV, r.Thresholds.MaxShift, r.Thresholds.MaxSteal, r.Iterations, r.GPU)
-}
-
-// pct prints a percentage that may be absent (no loaded phase) as "-".
-func pct(p *float64, format string) string {
-	if p == nil {
-		return "-"
-	}
-	return fmt.Sprintf(format, *p)
 }
 
 // NodeCalibrateCmd is the calibration (or the load) qualify runs on each
@@ -208,27 +100,8 @@ type NodeCalibrateCmd struct {
 func (c *NodeCalibrateCmd) Run(g *Globals) error {
 	ctx, stop := signalContext()
 	defer stop()
-	var cpus []int
-	if c.CPUs != "" {
-		var err error
-		if cpus, err = qualify.ParseCPUs(c.CPUs); err != nil {
-			return withCode(exitcode.Usage, fmt.Errorf("--cpus: %w", err))
-		}
-	}
-	if c.Load {
-		if err := qualify.Load(ctx, cpus, c.Duration); err != nil {
-			return err
-		}
-		return nil
-	}
-	if c.Iterations <= 0 {
-		c.Iterations = qualify.IterationsFor(12 * time.Millisecond)
-	}
-	cal, err := qualify.Calibrate(ctx, qualify.CalibrateOptions{
-		Runs: c.Runs, Reps: c.Reps, Iterations: c.Iterations, CPUs: cpus, NoPin: c.NoPin,
-		Noise: &noise.Config{NoGPU: true},
-	})
-	if err != nil {
+	cal, err := qualify.Here{CPUs: c.CPUs, Load: c.Load, Duration: c.Duration, Runs: c.Runs, Reps: c.Reps, Iterations: c.Iterations, NoPin: c.NoPin}.Run(ctx)
+	if err != nil || cal == nil {
 		return err
 	}
 	return json.NewEncoder(g.Stdout).Encode(cal)

@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/size"
+	"github.com/gpu-mode/kbgen/pipelinegen"
+)
+
+// Source is the machine a plan is made for (this one, or fixture files)
+// and the registry it is checked against: the node commands' shared
+// flags, whose names the errors use. Errors in what was given carry
+// exitcode.Usage.
+type Source struct {
+	// Sysfs is the /sys tree; /proc/meminfo is read beside it.
+	Sysfs string
+	// NvidiaSMI, RocmSMI, NvidiaTopo and NvidiaList are files holding
+	// those commands' output, used instead of running them ("": run).
+	NvidiaSMI, RocmSMI, NvidiaTopo, NvidiaList string
+	ReserveCores                               int
+	// ReserveMemory is docker size syntax (16g).
+	ReserveMemory string
+	// Shapes are multi-GPU queues served besides Queue; MIGQueue the
+	// queue of MIG instances.
+	Shapes   []string
+	MIGQueue string
+	// Queue is the queue the agents serve ("": none checked).
+	Queue string
+	// Vendors is the vendor registry file ("": the built-in one).
+	Vendors string
+}
+
+// LoadOrPlan is the plan installed under root (kbgen node install), or,
+// when none is, the machine s describes planned afresh.
+func LoadOrPlan(ctx context.Context, root string, s Source) (*Plan, error) {
+	p, err := ReadInstalledPlan(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return PlanSource(ctx, s)
+	}
+	return p, err
+}
+
+// PlanSource reads the machine s names, plans its agents and checks the
+// plan's queues against the registry.
+func PlanSource(ctx context.Context, s Source) (*Plan, error) {
+	mem, err := size.Parse(s.ReserveMemory)
+	if err != nil {
+		return nil, exitcode.Usagef("--reserve-memory: %w", err)
+	}
+	mach, err := s.machine()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := LoadRegistry(s.Vendors)
+	if err != nil {
+		return nil, err
+	}
+	shapes, err := ResolveShapes(reg, s.Shapes)
+	if err != nil {
+		return nil, exitcode.With(exitcode.Usage, err)
+	}
+	p, err := PlanMachine(ctx, mach, PlanOptions{Queue: s.Queue, ReserveCores: s.ReserveCores, ReserveMemory: mem, Shapes: shapes, MIGQueue: s.MIGQueue})
+	if err != nil {
+		return nil, fmt.Errorf("planning agents: %w", err)
+	}
+	if err := CheckQueue(p, reg); err != nil {
+		return nil, exitcode.With(exitcode.Usage, err)
+	}
+	return p, exitcode.With(exitcode.Usage, CheckAgentQueues(p, reg))
+}
+
+// LoadRegistry is the vendor registry in file ("": the built-in one); a
+// registry that does not load is the caller's mistake (exit 2).
+func LoadRegistry(file string) (*pipelinegen.Registry, error) {
+	reg, err := pipelinegen.LoadRegistry(file)
+	return reg, exitcode.With(exitcode.Usage, err)
+}
+
+// machine reads the files s names. /proc/meminfo is beside the /sys tree
+// (/proc for /sys; DIR/../proc in a fixture); absent is fine, the NUMA
+// nodes' figures then stand.
+func (s Source) machine() (Machine, error) {
+	mach := Machine{Sys: os.DirFS(s.Sysfs), Runner: ExecRunner{}}
+	mach.MemInfo, _ = os.ReadFile(filepath.Join(filepath.Dir(filepath.Clean(s.Sysfs)), "proc", "meminfo"))
+	for _, f := range []struct {
+		flag, path string
+		dst        *[]byte
+	}{
+		{"--nvidia-smi", s.NvidiaSMI, &mach.NvidiaSMI}, {"--rocm-smi", s.RocmSMI, &mach.RocmSMI},
+		{"--nvidia-topo", s.NvidiaTopo, &mach.NvidiaTopo}, {"--nvidia-smi-list", s.NvidiaList, &mach.NvidiaList},
+	} {
+		if f.path == "" {
+			continue
+		}
+		var err error
+		if *f.dst, err = os.ReadFile(f.path); err != nil {
+			return mach, exitcode.Usagef("%s: %w", f.flag, err)
+		}
+	}
+	return mach, nil
+}
