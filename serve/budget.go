@@ -50,6 +50,11 @@ const Window = 61 * time.Second
 // token's owner to look at a build by hand.
 const DefaultPerUser = 45
 
+// DefaultAPIBudget is kbgen serve's default share of the organization's
+// minute, all tokens together: half of a new organization's 200
+// (client.OrgLimit), the rest left to the organization's other users.
+const DefaultAPIBudget = client.OrgLimit / 2
+
 // Budget keeps kbgen's own use of the REST API under two limits at once,
 // as Buildkite enforces them: PerMinute requests in any 61 seconds for all
 // of kbgen together (its share of the organization's limit), and PerUser

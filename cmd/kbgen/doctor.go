@@ -19,7 +19,13 @@ type DoctorCmd struct {
 	Timeout        time.Duration `default:"5m" help:"Give up on the whole check after this long. Example: --timeout 10m"`
 	E2E            bool          `name:"e2e" help:"Instead of the checks: prove the whole Buildkite path on this node. Starts a local Buildkite and one temporary agent with this node's real config, environment and hooks for --gpu, runs the example job through kbgen submit, prints its FullResult and the time each phase took, and removes everything. Needs buildkite-agent, git, docker and the kbgen-e2e binary beside kbgen (it holds the local Buildkite). Example: kbgen doctor --e2e --gpu 0"`
 	GPU            int           `name:"gpu" default:"0" placeholder:"N" help:"With --e2e: the GPU whose agent config is used. Example: --gpu 3"`
-	Vendors        string        `placeholder:"FILE" help:"Vendor registry YAML replacing the built-in one (for the probe's default image). Default: KBGEN_VENDORS."`
+	Vendors        string        `placeholder:"FILE" help:"Vendor registry YAML replacing the built-in one (for the probe's default image; with --buildkite, the queues expected to have agents). Default: KBGEN_VENDORS."`
+
+	Buildkite      bool   `name:"buildkite" help:"Instead of the node checks: check the Buildkite organization through the REST API (the pipeline's settings steps and settings, the token's scopes, agents per queue, the rate limits) against docs/buildkite-setup.md. Reads only; needs --org, --pipeline and the token kbgen serve uses. Example: kbgen doctor --buildkite --org gpu-mode --pipeline kernelbot"`
+	BootstrapQueue string `name:"bootstrap-queue" placeholder:"QUEUE" help:"With --buildkite: the control agents' queue the bootstrap must run on. Default: KBGEN_BOOTSTRAP_QUEUE, else ${control_queue}."`
+	APIBudget      int    `name:"api-budget" default:"${api_budget}" placeholder:"N" help:"With --buildkite: kbgen serve's --api-budget, checked against the organization's limit."`
+	UserBudget     int    `name:"user-budget" default:"${user_budget}" placeholder:"N" help:"With --buildkite: kbgen serve's --user-budget, checked against the user's limit."`
+	BuildkiteFlags `embed:""`
 }
 
 // Help is shown after the flags.
@@ -36,12 +42,22 @@ func (c *DoctorCmd) Help() string {
                      node, its memory limit and no swap
 
   sudo kbgen doctor
-  kbgen doctor --skip-containers`
+  kbgen doctor --skip-containers
+
+With --buildkite, the organization instead (docs/buildkite-setup.md): one
+PASS, WARN or FAIL line per check, a FAIL or WARN followed by the fix.
+Exit 0: no check failed (warnings allowed); 1: at least one failed;
+4: Buildkite did not answer, nothing was checked; 2: bad flags.
+
+  kbgen doctor --buildkite --org gpu-mode --pipeline kernelbot   # fails against a new pipeline: its settings are Buildkite's defaults`
 }
 
 func (c *DoctorCmd) Run(g *Globals) error {
 	if c.E2E {
 		return c.runE2E(g)
+	}
+	if c.Buildkite {
+		return c.runBuildkite(g)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 
 	"github.com/alecthomas/kong"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/serve"
 )
 
 // Globals are handed to every command's Run method. Env is the only
@@ -58,7 +60,7 @@ type CLI struct {
 
 	// A vendor's node.
 	Node    NodeCmd    `cmd:"" help:"Plan and install one isolated Buildkite agent per GPU on this node."`
-	Doctor  DoctorCmd  `cmd:"" help:"Check this vendor node: driver, docker, GPU runtime, agents, plugin pin, isolation."`
+	Doctor  DoctorCmd  `cmd:"" help:"Check this vendor node: driver, docker, GPU runtime, agents, plugin pin, isolation. With --buildkite: the Buildkite organization's pipeline, token, queues and limits."`
 	Sandbox SandboxCmd `cmd:"" help:"Launch a step's container with this agent's GPU, CPUs and limits (agent host side)."`
 	Run     RunCmd     `cmd:"" help:"Evaluate a job here (inside the container) and write result.json."`
 
@@ -77,7 +79,8 @@ type CLI struct {
 
 // cliVars are the ${names} the commands' help and defaults use.
 func cliVars() kong.Vars {
-	return kong.Vars{"version": version.Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String()}
+	return kong.Vars{"version": version.Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String(),
+		"api_budget": strconv.Itoa(serve.DefaultAPIBudget), "user_budget": strconv.Itoa(serve.DefaultPerUser), "control_queue": contract.ControlQueue}
 }
 
 // exitRequest carries an exit code out of kong's help/usage handling.

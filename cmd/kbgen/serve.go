@@ -18,8 +18,8 @@ import (
 // ServeCmd runs the service the Kernelbot backend talks to.
 type ServeCmd struct {
 	Listen         string        `required:"" placeholder:"ADDR" help:"Where to listen: 127.0.0.1:PORT (a loopback address; port 0 picks one) or unix:/path/to/socket (mode 0600)."`
-	APIBudget      int           `name:"api-budget" default:"100" help:"Most Buildkite REST requests per minute kbgen serve makes with all its tokens together (a new organization's limit is 200, shared with everyone in it)."`
-	UserBudget     int           `name:"user-budget" default:"45" help:"Most requests per minute with each token (Buildkite limits each user to 50 a minute by default); several tokens of different users (--token-file, one a line) add up, to --api-budget at most."`
+	APIBudget      int           `name:"api-budget" default:"${api_budget}" help:"Most Buildkite REST requests per minute kbgen serve makes with all its tokens together (a new organization's limit is 200, shared with everyone in it)."`
+	UserBudget     int           `name:"user-budget" default:"${user_budget}" help:"Most requests per minute with each token (Buildkite limits each user to 50 a minute by default); several tokens of different users (--token-file, one a line) add up, to --api-budget at most."`
 	Name           string        `default:"kbgen" help:"Tags this service's builds (meta-data kbgen_service=NAME); a restarted service resumes the builds of its name."`
 	PollInterval   time.Duration `name:"poll-interval" help:"Interval of the one watcher (default: derived from --api-budget; 5s when a webhook secret or token is set)."`
 	RecoverWindow  time.Duration `name:"recover-window" default:"1h" help:"On start, finished builds this recent are found again (running ones at any age)."`

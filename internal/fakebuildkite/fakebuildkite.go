@@ -114,8 +114,10 @@ type Server struct {
 	requests []Request
 	agents   []AgentSpec
 	limit    rateLimit
-	tokens   map[string]string // API token → its user (AddToken)
-	hidden   map[int]bool      // builds the list leaves out (HideFromList)
+	tokens   map[string]string   // API token → its user (AddToken)
+	scopes   map[string][]string // API token → its scopes, when not kbgen's (SetTokenScopes)
+	settings PipelineSettings
+	hidden   map[int]bool // builds the list leaves out (HideFromList)
 	hook     *webhooks
 	live     *live // set by NewLive: builds run on real agents
 }
@@ -147,7 +149,7 @@ func New(now func() time.Time) *Server {
 		now = time.Now
 	}
 	s := &Server{Org: "gpu-mode", Pipeline: "kernelbot", Token: "bkua_s3cr3t-t0ken-value", now: now, builds: map[int]*build{}, next: 1, script: QuickScript,
-		tokens: map[string]string{}, limit: rateLimit{rejected: map[string]int{}}}
+		tokens: map[string]string{}, scopes: map[string][]string{}, settings: NewPipelineSettings(), limit: rateLimit{rejected: map[string]int{}}}
 	s.tokens[s.Token] = DefaultUser
 	s.API = httptest.NewServer(http.HandlerFunc(s.serveAPI))
 	s.Storage = httptest.NewServer(http.HandlerFunc(s.serveStorage))
@@ -328,6 +330,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Authentication required. Please supply a valid API Access Token."})
 		return
 	}
+	if r.URL.Path == "/v2/access-token" {
+		s.serveAccessToken(w, r)
+		return
+	}
 	prefix := "/v2/organizations/" + s.Org + "/"
 	rest, ok := strings.CutPrefix(r.URL.Path, prefix)
 	if !ok {
@@ -335,9 +341,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parts := strings.Split(rest, "/")
+	if !s.permitted(w, r, scopeFor(r.Method, parts)) {
+		return
+	}
 	switch {
 	case len(parts) == 1 && parts[0] == "agents" && r.Method == http.MethodGet:
 		s.listAgents(w)
+	case len(parts) == 2 && parts[0] == "pipelines" && r.Method == http.MethodGet:
+		s.servePipeline(w, parts[1])
 	case len(parts) >= 3 && parts[0] == "pipelines" && parts[1] == s.Pipeline && parts[2] == "builds":
 		s.serveBuilds(w, r, parts[3:])
 	default:

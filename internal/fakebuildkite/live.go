@@ -137,6 +137,8 @@ func NewLive(opts Options) (*Server, error) {
 		opts.Minute = time.Minute
 	}
 	s := New(nil)
+	// The steps builds start from are the pipeline's settings steps.
+	s.settings.Configuration = string(opts.Pipeline)
 	s.live = &live{opts: opts, agents: map[string]*liveAgent{}, byID: map[string]*liveJob{}, arts: map[string]*liveArtifact{}, stop: make(chan struct{})}
 	s.Agent = httptest.NewServer(s.agentHandler())
 	go s.watch()
