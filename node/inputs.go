@@ -53,15 +53,9 @@ func inputErrorf(format string, args ...any) error {
 // onto a vendor node: a private key there would let the vendor sign steps
 // for every queue.
 func (in Inputs) Load(opts *InstallOptions) error {
-	opts.Token = strings.TrimSpace(in.EnvToken)
-	if in.TokenFile != "" {
-		data, err := os.ReadFile(in.TokenFile)
-		if err != nil {
-			return inputErrorf("agent token file: %v", err)
-		}
-		if opts.Token = strings.TrimSpace(string(data)); opts.Token == "" {
-			return inputErrorf("agent token file %s is empty", in.TokenFile)
-		}
+	var err error
+	if opts.Token, err = loadToken(in.TokenFile, in.EnvToken); err != nil {
+		return err
 	}
 	opts.Plugin = kbgen.GPUDockerPlugin()
 	if in.Plugin != "" {
@@ -71,6 +65,22 @@ func (in Inputs) Load(opts *InstallOptions) error {
 		opts.Plugin = os.DirFS(in.Plugin)
 	}
 	return in.loadKey(opts)
+}
+
+// loadToken is the agent token: the file's, else $BUILDKITE_AGENT_TOKEN's.
+func loadToken(file, env string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(env), nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", inputErrorf("agent token file: %v", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return "", inputErrorf("agent token file %s is empty", file)
+	}
+	return token, nil
 }
 
 func (in Inputs) loadKey(opts *InstallOptions) error {
@@ -96,8 +106,8 @@ func (in Inputs) loadKey(opts *InstallOptions) error {
 
 // TokenMissing reports whether install has no agent token: none given and
 // none installed under root. The agents will not start until one is.
-func TokenMissing(root string, opts InstallOptions) bool {
-	if opts.Token != "" {
+func TokenMissing(root, token string) bool {
+	if token != "" {
 		return false
 	}
 	_, err := os.Stat(filepath.Join(root, TokenFile))

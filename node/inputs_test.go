@@ -64,7 +64,7 @@ func TestInputsLoad(t *testing.T) {
 			}
 		})
 	}
-	if !TokenMissing(dir, InstallOptions{}) || TokenMissing(dir, InstallOptions{Token: "t"}) {
+	if !TokenMissing(dir, "") || TokenMissing(dir, "t") {
 		t.Error("TokenMissing")
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Change is what installing one file did (or would do).
@@ -38,7 +40,11 @@ func Apply(root string, files []File, dryRun bool) ([]Result, error) {
 	results := make([]Result, 0, len(files))
 	for _, f := range files {
 		target := filepath.Join(root, filepath.FromSlash(f.Path))
-		change, err := compare(target, f)
+		own, err := lookupOwner(root, f)
+		if err != nil {
+			return results, err
+		}
+		change, err := compare(target, f, own)
 		if err != nil {
 			return results, err
 		}
@@ -46,14 +52,36 @@ func Apply(root string, files []File, dryRun bool) ([]Result, error) {
 		if dryRun || change == Unchanged {
 			continue
 		}
-		if err := writeAtomic(target, f); err != nil {
+		if err := writeAtomic(target, f, own); err != nil {
 			return results, err
 		}
 	}
 	return results, nil
 }
 
-func compare(target string, f File) (Change, error) {
+// owner is the uid and gid a file must have; nil: whoever writes it.
+type owner struct{ uid, gid int }
+
+// lookupOwner resolves f.Owner on a real install (root "/"); a staging
+// tree keeps the installer's ownership, since nothing runs from it as
+// that user.
+func lookupOwner(root string, f File) (*owner, error) {
+	if f.Owner == "" || filepath.Clean(root) != "/" {
+		return nil, nil
+	}
+	u, err := user.Lookup(f.Owner)
+	if err != nil {
+		return nil, fmt.Errorf("%s must belong to user %s: %w (install the buildkite-agent package first, or pass --user)", f.Path, f.Owner, err)
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("user %s: %w", f.Owner, err)
+	}
+	return &owner{uid: uid, gid: gid}, nil
+}
+
+func compare(target string, f File, own *owner) (Change, error) {
 	fi, err := os.Lstat(target)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Created, nil
@@ -64,7 +92,7 @@ func compare(target string, f File) (Change, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("%s exists and is not a regular file; move it away and re-run", target)
 	}
-	if fi.Mode().Perm() != f.Mode {
+	if fi.Mode().Perm() != f.Mode || !ownedBy(fi, own) {
 		return Updated, nil
 	}
 	old, err := os.ReadFile(target)
@@ -80,7 +108,7 @@ func compare(target string, f File) (Change, error) {
 // writeAtomic writes through a temporary file in the same directory, so
 // an agent (re)starting mid-install never reads half a config, and a
 // secret is never readable by others even for a moment.
-func writeAtomic(target string, f File) error {
+func writeAtomic(target string, f File, own *owner) error {
 	dir := filepath.Dir(target)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
@@ -97,6 +125,12 @@ func writeAtomic(target string, f File) error {
 	if err := tmp.Chmod(f.Mode); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", target, err)
+	}
+	if own != nil {
+		if err := tmp.Chown(own.uid, own.gid); err != nil {
+			tmp.Close()
+			return fmt.Errorf("writing %s: %w", target, err)
+		}
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
@@ -150,4 +184,10 @@ func StaleAgents(root string, p *Plan) ([]string, error) {
 		}
 	}
 	return stale, nil
+}
+
+// ownedBy reports whether fi belongs to own (always, when own is nil).
+func ownedBy(fi fs.FileInfo, own *owner) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return own == nil || ok && int(st.Uid) == own.uid && int(st.Gid) == own.gid
 }

@@ -63,7 +63,7 @@ func Install(ctx context.Context, req InstallRequest) (*InstallReport, error) {
 	if r.Stale, err = StaleAgents(req.Inputs.Root, p); err != nil {
 		return r, err
 	}
-	r.Done, r.TokenMissing = true, TokenMissing(req.Inputs.Root, opts)
+	r.Done, r.TokenMissing = true, TokenMissing(req.Inputs.Root, opts.Token)
 	return r, nil
 }
 
@@ -71,16 +71,10 @@ func Install(ctx context.Context, req InstallRequest) (*InstallReport, error) {
 // install is done, the stale agents with how to remove them, the agents to
 // start and the housekeeping's next step, and a missing token to warn.
 func (r *InstallReport) Write(out, warn io.Writer) {
-	verb := map[Change]string{Created: "created", Updated: "updated", Unchanged: "unchanged"}
-	if r.DryRun {
-		verb = map[Change]string{Created: "would create", Updated: "would update", Unchanged: "unchanged"}
-	}
 	for _, n := range r.Plan.Notes {
 		fmt.Fprintf(out, "note: %s\n", n)
 	}
-	for _, res := range r.Results {
-		fmt.Fprintf(out, "%-12s %s %s\n", verb[res.Change], res.Mode, res.Path)
-	}
+	writeResults(out, r.Results, r.DryRun)
 	if !r.Done {
 		return
 	}
@@ -105,4 +99,16 @@ func (p *Plan) units() string {
 		names = append(names, a.Unit())
 	}
 	return strings.Join(names, " ")
+}
+
+// writeResults prints each file's change (or, dryRun, the change it
+// would be), one line each.
+func writeResults(out io.Writer, results []Result, dryRun bool) {
+	verb := map[Change]string{Created: "created", Updated: "updated", Unchanged: "unchanged"}
+	if dryRun {
+		verb = map[Change]string{Created: "would create", Updated: "would update", Unchanged: "unchanged"}
+	}
+	for _, res := range results {
+		fmt.Fprintf(out, "%-12s %s %s\n", verb[res.Change], res.Mode, res.Path)
+	}
 }

@@ -80,6 +80,10 @@ type File struct {
 	Path string
 	Mode fs.FileMode
 	Data []byte
+	// Owner is the user the file must belong to ("": whoever installs,
+	// root on a node). Apply sets it on a real install (root "/") only: a
+	// staging tree keeps the installer's ownership.
+	Owner string
 }
 
 // templates are parsed on first use, not at init: every kbgen command
@@ -126,10 +130,11 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	if opts.KbgenPath == "" {
 		opts.KbgenPath = DefaultKbgenPath
 	}
-	for _, p := range []string{opts.AgentBinary, opts.KbgenPath} {
-		if !path.IsAbs(p) || strings.ContainsAny(p, " \t\n\"'\\:$%") {
-			return nil, fmt.Errorf("%q: want an absolute path without spaces, quotes, ':', '$' or '%%'", p)
-		}
+	if err := validPaths(opts.AgentBinary, opts.KbgenPath); err != nil {
+		return nil, err
+	}
+	if err := validUser(opts.User); err != nil {
+		return nil, err
 	}
 	if err := validToken(opts.Token); err != nil {
 		return nil, err
@@ -307,6 +312,27 @@ func validQueue(q string) error {
 	for _, r := range q {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
 			return fmt.Errorf("queue %q: only letters, digits, '-', '_' and '.' are allowed", q)
+		}
+	}
+	return nil
+}
+
+// validPaths checks executables that go into unit files and PATH.
+func validPaths(paths ...string) error {
+	for _, p := range paths {
+		if !path.IsAbs(p) || strings.ContainsAny(p, " \t\n\"'\\:$%") {
+			return fmt.Errorf("%q: want an absolute path without spaces, quotes, ':', '$' or '%%'", p)
+		}
+	}
+	return nil
+}
+
+// validUser checks a user name for the units' User= (POSIX portable
+// names, as useradd takes them).
+func validUser(u string) error {
+	for i, r := range u {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_' || i > 0 && (r >= '0' && r <= '9' || r == '-' || r == '.')) {
+			return fmt.Errorf("user %q: want a user name (letters, digits, '_', '-', '.', not starting with a digit or '-')", u)
 		}
 	}
 	return nil

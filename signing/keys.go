@@ -151,6 +151,30 @@ func ParsePublic(data []byte) (jwk.Set, error) {
 	return set, nil
 }
 
+// ParsePrivateSet reads a signing JWKS as a control agent holds it: every
+// key private and usable, one or several (several during a rotation, when
+// KBGEN_SIGNING_KEY_ID picks one). A public key here would sign nothing.
+func ParsePrivateSet(data []byte) (jwk.Set, error) {
+	set, err := jwk.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing signing key JWKS: %w", err)
+	}
+	if set.Len() == 0 {
+		return nil, errors.New("signing key JWKS holds no keys")
+	}
+	for i := range set.Len() {
+		k, _ := set.Key(i)
+		id, _ := k.KeyID()
+		if !isPrivate(k) {
+			return nil, fmt.Errorf("signing key JWKS key %q is a public key; the control agents hold the file from `kbgen keygen --private-out`", id)
+		}
+		if err := jwkutil.Validate(k); err != nil {
+			return nil, fmt.Errorf("signing key JWKS key %q: %w", id, err)
+		}
+	}
+	return set, nil
+}
+
 // LoadPrivate reads ParsePrivate's input from a file.
 func LoadPrivate(path, keyID string) (jwk.Key, error) {
 	data, err := os.ReadFile(path)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/node"
 )
@@ -82,7 +83,11 @@ func (c *NodePlanCmd) Run(g *Globals) error {
 // NodeInstallCmd renders and installs the agents.
 type NodeInstallCmd struct {
 	machineFlags    `embed:""`
-	Queue           string `required:"" placeholder:"Q" help:"The Buildkite queue the agents serve (tag queue=Q); an alias (h100) is resolved to the registry's queue (nvidia-h100), the name steps are routed to. Example: --queue nvidia-h100"`
+	Queue           string `placeholder:"Q" help:"The Buildkite queue the agents serve (tag queue=Q); an alias (h100) is resolved to the registry's queue (nvidia-h100), the name steps are routed to. Required unless --control. Example: --queue nvidia-h100"`
+	Control         bool   `help:"Install Kernelbot's control agent instead of GPU agents: one agent (--spawn jobs at once) on queue kernelbot-control that runs the bootstrap of the pipeline's settings steps and signs each eval step with --signing-key. No GPU placement, no plugin, no checkout. See docs/buildkite-setup.md#control-agents."`
+	SigningKey      string `placeholder:"JWKS" help:"With --control: the private JWKS from 'kbgen keygen --private-out' (mode 0600). Installed as /etc/buildkite-agent/kbgen/control/signing-key.jwks, 0600, owned by --user; the control agent exports it as KBGEN_SIGNING_KEY. Without it, an installed key is kept. Example: --signing-key kernelbot-signing.jwks"`
+	Vendors         string `placeholder:"FILE" help:"With --control: a vendor registry replacing the built-in one, installed for the bootstrap (KBGEN_VENDORS on the control agent). Without it, an installed registry is kept, else the built-in one is used. Example: --vendors vendors.yaml"`
+	Spawn           int    `default:"4" placeholder:"N" help:"With --control: how many bootstraps the control agent runs at once. Default: ${default}. Example: --spawn 8"`
 	Root            string `default:"/" placeholder:"DIR" help:"Install under DIR instead of / (a staging tree; nothing is started). Example: --root /tmp/stage"`
 	DryRun          bool   `help:"List the files and whether each would be created, updated or left unchanged; write nothing."`
 	TokenFile       string `placeholder:"FILE" help:"File holding the Buildkite agent token (default: $$BUILDKITE_AGENT_TOKEN). Written root-only (0600) to /etc/buildkite-agent/kbgen/token.env; never printed. Without either, an installed token is kept. Example: --token-file /root/agent-token"`
@@ -112,10 +117,26 @@ It does not start anything: setup-node.sh (or you) runs
   systemctl daemon-reload && systemctl enable --now buildkite-agent-gpu@{0..7}
 
   kbgen node install --queue nvidia-h100 --token-file /root/agent-token
-  kbgen node install --queue amd-mi300 --root /tmp/stage --dry-run`
+  kbgen node install --queue amd-mi300 --root /tmp/stage --dry-run
+
+With --control it writes Kernelbot's control agent instead (a machine
+without GPUs): /etc/buildkite-agent/kbgen/control/ (buildkite-agent.cfg
+with queue=kernelbot-control, hooks/environment exporting KBGEN_SIGNING_KEY
+and KBGEN_VENDORS, hooks/checkout that skips the checkout,
+signing-key.jwks 0600 owned by --user, vendors.yaml with --vendors),
+token.env and /etc/systemd/system/buildkite-agent-control.service:
+
+  kbgen keygen --private-out signing.jwks --public-out verification.jwks
+  kbgen node install --control --signing-key signing.jwks --root stage-control --dry-run`
 }
 
 func (c *NodeInstallCmd) Run(g *Globals) error {
+	if err := c.checkFlags(); err != nil {
+		return withCode(exitcode.Usage, err)
+	}
+	if c.Control {
+		return c.runControl(g)
+	}
 	rep, err := node.Install(context.Background(), node.InstallRequest{
 		Source:  c.source(g, c.Queue),
 		Inputs:  node.Inputs{TokenFile: c.TokenFile, EnvToken: g.Getenv(contract.EnvAgentToken), VerificationKey: c.VerificationKey, Plugin: c.Plugin, Root: c.Root},

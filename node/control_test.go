@@ -1,0 +1,305 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/golden"
+)
+
+const controlFixture = "testdata/control"
+
+// controlOpts are a control agent's options with the fixture key, and
+// the fixture registry and a token when full.
+func controlOpts(t *testing.T, full bool) ControlOptions {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(controlFixture, "signing-test-only.jwks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := ControlOptions{SigningJWKS: key}
+	if full {
+		opts.Token = fakeToken
+		if opts.Vendors, err = os.ReadFile(filepath.Join(controlFixture, "vendors.yaml")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return opts
+}
+
+func renderControl(t *testing.T, opts ControlOptions) map[string]File {
+	t.Helper()
+	files, err := RenderControl(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]File{}
+	for _, f := range files {
+		out[f.Path] = f
+	}
+	return out
+}
+
+// TestRenderControlGolden compares every file of a control install (with
+// a token and a registry) with golden/node/control/ (UPDATE_GOLDEN=1
+// rewrites them).
+func TestRenderControlGolden(t *testing.T) {
+	t.Parallel()
+	files := renderControl(t, controlOpts(t, true))
+	dir := filepath.Join("..", "golden", "node", "control")
+	var list []File
+	for _, f := range files {
+		list = append(list, f)
+	}
+	if golden.Update() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range list {
+		golden.Check(t, filepath.Join(dir, f.Path), f.Data)
+	}
+	n := 0
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	if n != len(list) {
+		t.Errorf("golden/node/control holds %d files, %d are rendered: remove the stale ones (UPDATE_GOLDEN=1)", n, len(list))
+	}
+}
+
+// TestRenderControlContents: what makes a control agent one, line by line.
+func TestRenderControlContents(t *testing.T) {
+	t.Parallel()
+	full, bare := renderControl(t, controlOpts(t, true)), renderControl(t, controlOpts(t, false))
+	has := func(files map[string]File, path, want string) bool {
+		return bytes.Contains(files[path].Data, []byte(want))
+	}
+	cfg, env := ControlDir+"/buildkite-agent.cfg", ControlDir+"/hooks/environment"
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"tagged with the settings steps' queue", has(full, cfg, `tags="queue=`+contract.ControlQueue+`"`)},
+		{"no plugins", has(full, cfg, "no-plugins=true\n")},
+		{"no local hooks", has(full, cfg, "no-local-hooks=true\n")},
+		{"spawn default", has(full, cfg, "spawn=4\n")},
+		{"the hook exports the installed key", has(full, env, "export KBGEN_SIGNING_KEY="+SigningKeyFile+"\n")},
+		{"the hook exports the installed registry", has(full, env, "export KBGEN_VENDORS="+ControlVendorsFile+"\n")},
+		{"without a registry the hook drops a build's", has(bare, env, "unset KBGEN_VENDORS\n")},
+		{"without a registry none is installed", bare[ControlVendorsFile].Path == ""},
+		{"without a token no token file", bare[TokenFile].Path == ""},
+		{"the key 0600, owned by the agent user", full[SigningKeyFile].Mode == 0o600 && full[SigningKeyFile].Owner == DefaultUser},
+		{"the token 0600, root's", full[TokenFile].Mode == 0o600 && full[TokenFile].Owner == ""},
+		{"hooks executable", full[env].Mode == 0o755 && full[ControlDir+"/hooks/checkout"].Mode == 0o755},
+		{"the unit starts the control config", has(full, SystemdDir+"/"+ControlUnit, "start --config "+cfg+"\n")},
+		{"no GPU placement anywhere", !anyHas(full, "KERNELBOT_GPU") && !anyHas(full, "docker")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if !tt.ok {
+				t.Errorf("not so; config:\n%s\nhook:\n%s", full[cfg].Data, full[env].Data)
+			}
+		})
+	}
+	// The secrets live in one file each.
+	for path, f := range full {
+		if path != TokenFile && bytes.Contains(f.Data, []byte(fakeToken)) {
+			t.Errorf("token leaked into %s", path)
+		}
+		if path != SigningKeyFile && bytes.Contains(f.Data, []byte(`"d"`)) {
+			t.Errorf("private key material in %s", path)
+		}
+	}
+}
+
+func anyHas(files map[string]File, s string) bool {
+	for _, f := range files {
+		if bytes.Contains(f.Data, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRenderControlRejects(t *testing.T) {
+	t.Parallel()
+	pub, err := os.ReadFile("testdata/verification.jwks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		modify func(*ControlOptions)
+		want   string
+	}{
+		{"a public key", func(o *ControlOptions) { o.SigningJWKS = pub }, "is a public key"},
+		{"no key", func(o *ControlOptions) { o.SigningJWKS = nil }, "signing key"},
+		{"a broken registry", func(o *ControlOptions) { o.Vendors = []byte("vendors: [{queue: x, colour: red}]") }, "vendor registry"},
+		{"too many agents", func(o *ControlOptions) { o.Spawn = 65 }, "--spawn 65"},
+		{"a negative spawn", func(o *ControlOptions) { o.Spawn = -1 }, "--spawn -1"},
+		{"a user with a space", func(o *ControlOptions) { o.User = "build kite" }, `user "build kite"`},
+		{"a relative agent", func(o *ControlOptions) { o.AgentBinary = "buildkite-agent" }, "absolute path"},
+		{"a token with a newline", func(o *ControlOptions) { o.Token = "x\ny" }, "agent token contains"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts := controlOpts(t, false)
+			tt.modify(&opts)
+			_, err := RenderControl(opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestControlInputs: where the key, registry and token come from, and the
+// key files install refuses.
+func TestControlInputs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fixture, err := os.ReadFile(filepath.Join(controlFixture, "signing-test-only.jwks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "key.jwks")
+	must(t, os.WriteFile(key, fixture, 0o600))
+	open := filepath.Join(dir, "open.jwks")
+	must(t, os.WriteFile(open, fixture, 0o600))
+	must(t, os.Chmod(open, 0o640))
+	pub := filepath.Join(dir, "pub.jwks")
+	pubData, _ := os.ReadFile("testdata/verification.jwks")
+	must(t, os.WriteFile(pub, pubData, 0o600))
+	installed := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(installed, ControlDir), 0o755))
+	must(t, os.WriteFile(filepath.Join(installed, SigningKeyFile), fixture, 0o600))
+	must(t, os.WriteFile(filepath.Join(installed, ControlVendorsFile), []byte("kept"), 0o644))
+
+	tests := []struct {
+		name        string
+		in          ControlInputs
+		want        string // error text; "" = loads
+		wantKey     bool
+		wantVendors string
+	}{
+		{"a 0600 key", ControlInputs{SigningKey: key, Root: t.TempDir()}, "", true, ""},
+		{"a group-readable key", ControlInputs{SigningKey: open, Root: t.TempDir()}, "readable by others (mode 0640): chmod 600", false, ""},
+		{"a public key", ControlInputs{SigningKey: pub, Root: t.TempDir()}, "is a public key", false, ""},
+		{"a missing key file", ControlInputs{SigningKey: filepath.Join(dir, "none"), Root: t.TempDir()}, "no such file", false, ""},
+		{"no key and none installed", ControlInputs{Root: t.TempDir()}, "no signing key: pass --signing-key", false, ""},
+		{"no key: the installed one is kept, and the registry", ControlInputs{Root: installed}, "", true, "kept"},
+		{"a missing registry", ControlInputs{SigningKey: key, Vendors: filepath.Join(dir, "none.yaml"), Root: t.TempDir()}, "vendor registry", true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var opts ControlOptions
+			err := tt.in.Load(&opts)
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+			if err != nil && !errors.As(err, new(*InputError)) {
+				t.Errorf("%v is not an InputError (the CLI exits 2 for those)", err)
+			}
+			if got := bytes.Equal(opts.SigningJWKS, fixture); got != tt.wantKey {
+				t.Errorf("key loaded: %v, want %v", got, tt.wantKey)
+			}
+			if string(opts.Vendors) != tt.wantVendors {
+				t.Errorf("vendors %q, want %q", opts.Vendors, tt.wantVendors)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestApplyOwner: a file with an Owner is written to that user on a real
+// install, replaced when someone else owns it, and left to the installer
+// in a staging tree.
+func TestApplyOwner(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	nobody := &owner{uid: 65534, gid: 65534}
+	target := filepath.Join(t.TempDir(), "key")
+	f := File{Path: "/key", Mode: 0o600, Data: []byte("k"), Owner: "nobody"}
+	must(t, writeAtomic(target, f, nobody))
+	var st syscall.Stat_t
+	must(t, syscall.Stat(target, &st))
+	if st.Uid != 65534 || st.Gid != 65534 || st.Mode&0o777 != 0o600 {
+		t.Errorf("written %d:%d %o, want 65534:65534 600", st.Uid, st.Gid, st.Mode&0o777)
+	}
+	tests := []struct {
+		name string
+		own  *owner
+		want Change
+	}{
+		{"its owner", nobody, Unchanged},
+		{"another owner", &owner{uid: 0, gid: 0}, Updated},
+		{"no owner asked", nil, Unchanged},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, err := compare(target, f, tt.own); err != nil || got != tt.want {
+				t.Errorf("compare = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+	if own, err := lookupOwner(t.TempDir(), f); own != nil || err != nil {
+		t.Errorf("a staging root resolves an owner: %v, %v", own, err)
+	}
+	if _, err := lookupOwner("/", File{Path: "/key", Owner: "kbgen-no-such-user"}); err == nil || !strings.Contains(err.Error(), "kbgen-no-such-user") {
+		t.Errorf("an unknown user on a real install: %v", err)
+	}
+}
+
+// TestControlUnitVerifies runs systemd-analyze verify on the control unit.
+func TestControlUnitVerifies(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("systemd-analyze not installed: the control unit is not verified (apt-get install systemd)")
+	}
+	agent, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no `true` binary")
+	}
+	opts := controlOpts(t, false)
+	opts.AgentBinary = agent
+	files := renderControl(t, opts)
+	unit := filepath.Join(t.TempDir(), ControlUnit)
+	must(t, os.WriteFile(unit, files[SystemdDir+"/"+ControlUnit].Data, 0o644))
+	out, err := exec.Command("systemd-analyze", "verify", "--man=no", unit).CombinedOutput()
+	if err != nil && bytes.Contains(out, []byte("Failed to")) && bytes.Contains(out, []byte("bus")) {
+		t.Skipf("systemd-analyze cannot run here: %s", out)
+	}
+	var problems []string
+	for _, line := range strings.Split(string(out), "\n") {
+		// The user and network-online.target do not exist on a build machine.
+		if line != "" && !strings.Contains(line, "network-online") && !strings.Contains(line, "buildkite-agent") {
+			problems = append(problems, line)
+		}
+	}
+	if err != nil && len(problems) > 0 || len(problems) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, strings.Join(problems, "\n"))
+	}
+}
