@@ -2,14 +2,18 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/fstest"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/golden"
@@ -301,5 +305,91 @@ func TestControlUnitVerifies(t *testing.T) {
 	}
 	if err != nil && len(problems) > 0 || len(problems) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, strings.Join(problems, "\n"))
+	}
+}
+
+// controlRoot is a machine root with a control agent installed as
+// `kbgen node install --control --user nobody` would (the key owned by
+// nobody, a token, no registry).
+func controlRoot(t *testing.T) fstest.MapFS {
+	t.Helper()
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("no user nobody: %v", err)
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	opts := controlOpts(t, false)
+	opts.User, opts.Token = "nobody", fakeToken
+	root := fstest.MapFS{}
+	for _, f := range renderControl(t, opts) {
+		mf := &fstest.MapFile{Data: f.Data, Mode: f.Mode}
+		if f.Owner != "" {
+			mf.Sys = &syscall.Stat_t{Uid: uint32(uid)}
+		}
+		root[rel(f.Path)] = mf
+	}
+	return root
+}
+
+// TestDoctorControl: on a control host doctor checks the control agent,
+// and names what is wrong with it.
+func TestDoctorControl(t *testing.T) {
+	t.Parallel()
+	pub, err := os.ReadFile("testdata/verification.jwks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := rel(SigningKeyFile)
+	tests := []struct {
+		name     string
+		modify   func(fstest.MapFS)
+		inactive bool
+		failing  string // the one failing check; "" = all pass
+		detail   string
+	}{
+		{"as installed", func(fstest.MapFS) {}, false, "", ""},
+		{"a readable key", func(r fstest.MapFS) { r[key].Mode = 0o644 }, false, "signing key", "mode 0644, want 0600"},
+		{"a key root owns", func(r fstest.MapFS) { r[key].Sys = &syscall.Stat_t{Uid: 0} }, false, "signing key", "owned by uid 0, not by nobody"},
+		{"a public key", func(r fstest.MapFS) { r[key].Data = pub }, false, "signing key", "is a public key"},
+		{"no key", func(r fstest.MapFS) { delete(r, key) }, false, "signing key", "--signing-key FILE"},
+		{"a broken registry", func(r fstest.MapFS) { r[rel(ControlVendorsFile)] = &fstest.MapFile{Data: []byte("vendors: 3")} }, false, "vendor registry", ControlVendorsFile},
+		{"no token", func(r fstest.MapFS) { delete(r, rel(TokenFile)) }, false, "agent token", "--token-file"},
+		{"another queue", func(r fstest.MapFS) {
+			f := r[rel(ControlDir+"/buildkite-agent.cfg")]
+			f.Data = bytes.ReplaceAll(f.Data, []byte(contract.ControlQueue), []byte("nvidia-h100"))
+		}, false, "control agent installed", "lacks tags=\"queue=kernelbot-control\""},
+		{"GPU agents beside it", func(r fstest.MapFS) { r[rel(PlanFile)] = &fstest.MapFile{Data: []byte("{}")} }, false, "no GPU agents", "next to the signing key"},
+		{"the unit stopped", func(fstest.MapFS) {}, true, ControlUnit, "inactive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := controlRoot(t)
+			tt.modify(root)
+			state := "active"
+			if tt.inactive {
+				state = "inactive"
+			}
+			runner := &fakeNode{outputs: map[string]string{
+				DefaultAgentBinary + " --version":    "buildkite-agent version 3.52.1, build x\n",
+				"systemctl is-active " + ControlUnit: state + "\n",
+			}}
+			checks := (&Doctor{Root: root, Runner: runner}).Run(context.Background())
+			if len(checks) < 6 {
+				t.Fatalf("%d checks: %+v", len(checks), checks)
+			}
+			for _, c := range checks {
+				wantFail := c.Name == tt.failing
+				if c.OK == wantFail {
+					t.Errorf("%s: ok %v (%s), want ok %v", c.Name, c.OK, c.Detail, !wantFail)
+				}
+				if wantFail && !strings.Contains(c.Detail, tt.detail) {
+					t.Errorf("%s: %q lacks %q", c.Name, c.Detail, tt.detail)
+				}
+				if strings.Contains(c.Name, "isolation") || strings.Contains(c.Name, "GPU driver") {
+					t.Errorf("a GPU check on a control host: %+v", c)
+				}
+			}
+		})
 	}
 }

@@ -64,6 +64,9 @@ type Doctor struct {
 // Run performs every check and returns them in order. It never stops at
 // the first failure: a vendor fixing a node wants the whole list.
 func (d *Doctor) Run(ctx context.Context) []Check {
+	if d.isControl() {
+		return d.runControl(ctx)
+	}
 	var out []Check
 	plan, planErr := d.installedPlan()
 	if planErr != nil {
@@ -89,7 +92,7 @@ func (d *Doctor) Run(ctx context.Context) []Check {
 		out = append(out, fail("isolation", "not checked: no agents installed"))
 		return out
 	}
-	out = append(out, d.checkStatic(), d.checkPluginPin(plan), d.checkAgentVersion(ctx))
+	out = append(out, d.checkStatic(), d.checkPluginPin(plan), d.checkAgentVersion(ctx, UnitName))
 	for _, a := range plan.Agents {
 		out = append(out, d.checkUnit(ctx, a.Unit()))
 	}
@@ -228,9 +231,9 @@ func (d *Doctor) checkCgroupV2(ctx context.Context, dockerOK bool) Check {
 // older than bkagent.MinVersion fails (a running job would never see a
 // cancel or its timeout); another version than the tested one passes with
 // a note, since control agents and nodes must run the same one.
-func (d *Doctor) checkAgentVersion(ctx context.Context) Check {
+func (d *Doctor) checkAgentVersion(ctx context.Context, unit string) Check {
 	const name = "buildkite-agent"
-	bin := d.agentBinary()
+	bin := d.agentBinary(unit)
 	out, err := d.Runner.Output(ctx, bin, "--version")
 	if err != nil {
 		return fail(name, "%s --version: %v (install %s)", bin, err, bkagent.TestedVersion)
@@ -250,18 +253,25 @@ func (d *Doctor) checkAgentVersion(ctx context.Context) Check {
 
 // agentBinary is the executable of the installed unit's ExecStart, or
 // the packages' default.
-func (d *Doctor) agentBinary() string {
-	unit, err := fs.ReadFile(d.Root, strings.TrimPrefix(path.Join(SystemdDir, UnitName), "/"))
-	if err == nil {
-		for _, line := range strings.Split(string(unit), "\n") {
-			if rest, ok := strings.CutPrefix(line, "ExecStart="); ok {
-				if f := strings.Fields(rest); len(f) > 0 {
-					return f[0]
-				}
-			}
-		}
+func (d *Doctor) agentBinary(unit string) string {
+	if f := strings.Fields(d.unitSetting(unit, "ExecStart")); len(f) > 0 {
+		return f[0]
 	}
 	return DefaultAgentBinary
+}
+
+// unitSetting is the value of key= in the installed unit file, or "".
+func (d *Doctor) unitSetting(unit, key string) string {
+	data, err := fs.ReadFile(d.Root, strings.TrimPrefix(path.Join(SystemdDir, unit), "/"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, key+"="); ok {
+			return rest
+		}
+	}
+	return ""
 }
 
 func (d *Doctor) checkUnit(ctx context.Context, unit string) Check {

@@ -40,6 +40,10 @@ func (c *DoctorCmd) Help() string {
   isolation gpuN     a container started with exactly the sandbox's argv for
                      that agent sees one GPU (its own), its cpuset and NUMA
                      node, its memory limit and no swap
+On a control host (kbgen node install --control) it checks instead: the
+control agent's queue, the signing key (private, 0600, owned by the agent
+user), the vendor registry, the token, buildkite-agent and its unit, and
+that no GPU agents share the host.
 
   sudo kbgen doctor
   kbgen doctor --skip-containers

@@ -36,7 +36,7 @@ var notHere = []struct {
 	unless *regexp.Regexp
 }{
 	{re: regexp.MustCompile(`^sudo `), reason: "needs root on a vendor node"},
-	{re: regexp.MustCompile(`kbgen node install`), reason: "installs agents on this machine (the lines with a fixture --sysfs run)", unless: regexp.MustCompile(`--sysfs node/testdata/`)},
+	{re: regexp.MustCompile(`kbgen node install`), reason: "installs agents on this machine (the lines with a fixture --sysfs, or a control agent's with a relative --root, run)", unless: regexp.MustCompile(`^kbgen .*(--sysfs node/testdata/|--control.* --root [^/])`)},
 	{re: regexp.MustCompile(`kbgen node env`), reason: "reads this machine's GPUs: needs a GPU node (the lines reading a staged --root run)", unless: regexp.MustCompile(`--root [^/]`)},
 	{re: regexp.MustCompile(`kbgen node plan\s*($|#|--json)`), reason: "reads this machine's GPUs: needs a GPU node (the --sysfs line runs)"},
 	{re: regexp.MustCompile(`kbgen doctor`), reason: "checks a vendor node (the --buildkite lines run against the local Buildkite)", unless: regexp.MustCompile(`--buildkite`)},
