@@ -29,6 +29,16 @@ type Request struct {
 	NoGPU bool
 	// Host is the machine; the zero value means LocalHost().
 	Host *Host
+	// Launcher is LauncherDocker ("" too) or LauncherProcess.
+	Launcher string
+	// User is the process launcher's "UID:GID"; "" means ContainerUser.
+	User string
+	// WorkDir is the process launcher's working directory; "" means
+	// ContainerWorkDir.
+	WorkDir string
+	// Protect are the directories the process launcher makes root's
+	// alone before it starts the step (ProcessSpec.Protect).
+	Protect []string
 }
 
 // Job is one planned container run: the argv, its stage and the payload.
@@ -50,12 +60,24 @@ type Job struct {
 }
 
 // NewJob reads the plugin config, the placement and the payload from the
-// environment and plans the container. Errors: ConfigError (exit 2),
+// environment and plans the container (or, with LauncherProcess, the
+// process: newProcessJob). Errors: ConfigError (exit 2),
 // RefusedError (75), *signing.MisroutedError, *signing.StepSignatureError
 // (a step changed after signing, CheckStepSignature) or a payload.Error (65).
 func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if len(req.Command) == 0 {
 		return nil, configErrorf("", "no command to run in the container")
+	}
+	switch req.Launcher {
+	case "", LauncherDocker:
+	case LauncherProcess:
+		in, err := readJobInput(lookup, req.Command, signing.CheckRunRouting)
+		if err != nil {
+			return nil, err
+		}
+		return newProcessJob(lookup, req, in)
+	default:
+		return nil, configErrorf("launcher", "%q is not %q or %q", req.Launcher, LauncherDocker, LauncherProcess)
 	}
 	cfg, err := ConfigFromEnv(lookup)
 	if err != nil {
@@ -65,50 +87,22 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	encoded, perr := payload.JoinEnv(lookup)
-	if IsRunnerCommand(req.Command) {
-		if perr != nil {
-			return nil, perr
-		}
-		// Refuse a bad job here, before a container starts for it.
-		if _, err := payload.Decode(encoded); err != nil {
-			return nil, err
-		}
-	} else if perr != nil {
-		var pe *payload.Error
-		if !errors.As(perr, &pe) || pe.Kind != payload.KindNoPayload {
-			return nil, perr
-		}
-	}
-
-	get := func(k string) string { v, _ := lookup(k); return v }
-	jobID := get(contract.EnvJobID)
-	if jobID == "" {
-		jobID = "local-" + strconv.Itoa(os.Getpid())
-	} else if err := signing.CheckQueueBinding(lookup); err != nil {
+	in, err := readJobInput(lookup, req.Command, signing.CheckQueueBinding)
+	if err != nil {
 		return nil, err
 	}
-	if perr != nil {
-		encoded = ""
-	}
-	if err := CheckStepSignature(lookup, req.Command, cfg, encoded); err != nil {
+	if err := CheckStepSignature(lookup, req.Command, cfg, in.encoded); err != nil {
 		return nil, err
 	}
-	name := ContainerName(jobID)
+	name := ContainerName(in.jobID)
 	base, err := filepath.Abs(StageBase(req.StageDir, lookup))
 	if err != nil {
 		return nil, fmt.Errorf("stage dir: %w", err)
 	}
-	stage := NewStage(base, name, perr == nil)
-
-	runner := req.RunnerBinary
-	if runner == "" {
-		if runner, err = os.Executable(); err != nil {
-			return nil, refusef("finding this kbgen to mount as the runner: %v", err)
-		}
-	}
-	if runner, err = filepath.Abs(runner); err != nil {
-		return nil, fmt.Errorf("runner binary: %w", err)
+	stage := NewStage(base, name, in.hasPayload)
+	runner, err := runnerBinary(req.RunnerBinary)
+	if err != nil {
+		return nil, err
 	}
 	host := LocalHost()
 	if req.Host != nil {
@@ -120,21 +114,71 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 		RunnerBinary: runner,
 		PayloadFile:  stage.PayloadFile,
 		Env:          ContainerEnv(lookup),
-		NoGPU:        req.NoGPU || get(contract.EnvSandboxNoGPU) == "1",
+		NoGPU:        req.NoGPU || get(lookup, contract.EnvSandboxNoGPU) == "1",
 	})
 	if err != nil {
 		return nil, err
 	}
 	// The runner refuses a bad policy inside the container; the host
 	// section then judges with the defaults.
-	policy, _ := noise.ParsePolicy(get(contract.EnvNoisePolicy))
+	policy, _ := noise.ParsePolicy(get(lookup, contract.EnvNoisePolicy))
 	lease, err := LeaseOptionsFromEnv(lookup)
 	if err != nil {
 		return nil, err
 	}
 	path, hasPath := lookup("PATH")
 	check := GPUCheck{StateDir: lease.Dir, Sysfs: host.SysfsRoot, Lookup: func(k string) (string, bool) { return path, k == "PATH" && hasPath }}
-	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: encoded, policy: policy.WithDefaults(), lease: lease, check: check, runtime: string(cfg.Runtime)}, nil
+	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: in.encoded, policy: policy.WithDefaults(), lease: lease, check: check, runtime: string(cfg.Runtime)}, nil
+}
+
+// jobInput is what both launchers read of the job: the payload (none
+// for a command other than `kbgen run`) and the job's id.
+type jobInput struct {
+	encoded    string
+	hasPayload bool
+	jobID      string
+}
+
+// readJobInput reads the payload, refusing a bad one before anything
+// starts, and, in a Buildkite job, checks its queue with route.
+func readJobInput(lookup func(string) (string, bool), cmd []string, route func(func(string) (string, bool)) error) (jobInput, error) {
+	encoded, perr := payload.JoinEnv(lookup)
+	if IsRunnerCommand(cmd) {
+		if perr != nil {
+			return jobInput{}, perr
+		}
+		if _, err := payload.Decode(encoded); err != nil {
+			return jobInput{}, err
+		}
+	} else if perr != nil {
+		var pe *payload.Error
+		if !errors.As(perr, &pe) || pe.Kind != payload.KindNoPayload {
+			return jobInput{}, perr
+		}
+		encoded = ""
+	}
+	in := jobInput{encoded: encoded, hasPayload: perr == nil, jobID: get(lookup, contract.EnvJobID)}
+	if in.jobID == "" {
+		in.jobID = "local-" + strconv.Itoa(os.Getpid())
+	} else if err := route(lookup); err != nil {
+		return jobInput{}, err
+	}
+	return in, nil
+}
+
+// runnerBinary is the kbgen the step runs: path, else this program.
+func runnerBinary(path string) (string, error) {
+	if path == "" {
+		var err error
+		if path, err = os.Executable(); err != nil {
+			return "", refusef("finding this kbgen to run as the runner: %v", err)
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("runner binary: %w", err)
+	}
+	return abs, nil
 }
 
 // StageBase is the directory stages go under: dir when given, else under
@@ -180,7 +224,7 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	if err := CheckStatic(j.Runner); err != nil {
 		return Outcome{}, &RefusedError{Msg: err.Error()}
 	}
-	if err := os.MkdirAll(filepath.Dir(j.Stage.Dir), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(j.Stage.Dir), 0o700|j.Stage.Mode&0o011); err != nil {
 		return Outcome{}, refusef("stage dir: %v", err)
 	}
 	if err := j.Stage.Create(j.payload); err != nil {
@@ -191,6 +235,16 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	if sealed {
 		if err := removeVouched(outDir); err != nil {
 			return Outcome{}, err
+		}
+		if j.Spec.Process != nil {
+			// The step runs beside the sandbox here, not in a container:
+			// the vouched files must go where it cannot plant a symlink.
+			if err := os.MkdirAll(outDir, 0o700); err != nil {
+				return Outcome{}, refusef("results directory: %v", err)
+			}
+			if err := CheckPrivateDir(outDir); err != nil {
+				return Outcome{}, err
+			}
 		}
 	}
 	key, err := seal.NewKey()
@@ -219,19 +273,26 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	if err := j.check.Check(ctx, j.runtime, j.Spec.GPUs); err != nil {
 		return Outcome{}, err
 	}
-	watch := noise.BeginHost(noise.HostConfig{ProcRoot: j.procRoot, CPUs: j.Spec.CPUs()})
+	// A process's /proc is its pod's: there is no host to watch.
+	var watch *noise.HostWatch
+	if j.Spec.Process == nil {
+		watch = noise.BeginHost(noise.HostConfig{ProcRoot: j.procRoot, CPUs: j.Spec.CPUs()})
+	}
 	code, err := run.Run(ctx, j.Spec)
 	o := Outcome{Code: code, LogDropped: log.Close()}
 	if err != nil {
 		return Outcome{}, err
 	}
-	host := watch.End(j.policy)
+	var host *noise.HostSection
+	if watch != nil {
+		host = watch.End(j.policy)
+	}
 	if !sealed {
 		return o, nil
 	}
 	v, werr := vouch(outDir, key, sp, code)
 	o.Vouch, o.WriteErr = &v, werr
-	if werr == nil {
+	if werr == nil && host != nil {
 		o.HostNoise, o.HostNoiseErr = j.mergeHostNoise(outDir, host)
 	}
 	return o, nil

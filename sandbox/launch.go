@@ -23,7 +23,10 @@ const DockerExitInfra = 125
 // gives up on the job.
 const DefaultStopTimeout = 5 * time.Second
 
-// Launcher runs a planned Spec with the docker CLI.
+// Launcher runs a planned Spec: a container with the docker CLI, or a
+// process spec (Spec.Process) as its own unprivileged uid beside the
+// sandbox (process.go, the Kubernetes backend's). Either way the step's
+// stdin, stdout and stderr are these, and signals are forwarded the same.
 type Launcher struct {
 	// Docker is the docker CLI; "" means "docker" on PATH.
 	Docker string
@@ -64,6 +67,9 @@ func (l *Launcher) logf(format string, args ...any) {
 // failed, 128+n when the container died of signal n). err is set only when
 // docker could not be started at all.
 func (l *Launcher) Run(ctx context.Context, spec *Spec) (int, error) {
+	if spec.Process != nil {
+		return l.runProcess(ctx, spec.Process)
+	}
 	docker, err := exec.LookPath(l.docker())
 	if err != nil {
 		return 0, refusef("no docker CLI on this agent: %v", err)
@@ -110,11 +116,7 @@ func (l *Launcher) Run(ctx context.Context, spec *Spec) (int, error) {
 }
 
 func (l *Launcher) stopSeconds() string {
-	t := l.StopTimeout
-	if t <= 0 {
-		t = DefaultStopTimeout
-	}
-	return strconv.Itoa(int(t.Round(time.Second) / time.Second))
+	return strconv.Itoa(int(l.stopTimeout().Round(time.Second) / time.Second))
 }
 
 // quiet runs a docker housekeeping command, discarding its output. Its

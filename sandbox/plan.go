@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -129,6 +130,11 @@ type Spec struct {
 	// Sealed: the command is `kbgen run --sealed`, which reads the job's
 	// result key on stdin and seals its result on stdout (package seal).
 	Sealed bool
+	// Program is what String prints first; "" means docker.
+	Program string
+	// Process, when set, is a process launcher's run (LauncherProcess);
+	// Lines are then its setpriv equivalent, for the dry run.
+	Process *ProcessSpec
 }
 
 // CPUs is the container's cpuset (--cpuset-cpus); nil when the spec
@@ -165,7 +171,7 @@ func (s *Spec) Argv() []string {
 // so it can be pasted into a shell.
 func (s *Spec) String() string {
 	var b strings.Builder
-	b.WriteString("docker")
+	b.WriteString(cmp.Or(s.Program, "docker"))
 	for _, l := range s.Lines {
 		b.WriteString(" \\\n ")
 		for _, w := range l {
@@ -179,6 +185,9 @@ func (s *Spec) String() string {
 
 // Summary is one line for the job log: what the container was given.
 func (s *Spec) Summary() string {
+	if s.Process != nil {
+		return s.Name + ": " + s.Process.summary()
+	}
 	var parts []string
 	for _, l := range s.Lines {
 		if len(l) != 2 {
@@ -354,8 +363,14 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 // no network and no agent token; the plugin hook uploads on the host) and
 // to seal its result (package seal). Any other command runs as given.
 func RunnerCommand(cmd []string) []string {
+	return runnerArgv(cmd, ContainerRunner, ContainerPayload, ContainerResult)
+}
+
+// runnerArgv is RunnerCommand with the runner, payload and result paths
+// given (the process launcher's are the host's).
+func runnerArgv(cmd []string, runner, payloadFile, result string) []string {
 	if IsRunnerCommand(cmd) {
-		out := []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload", "--sealed"}
+		out := []string{runner, "run", "--payload-file", payloadFile, "--out", result, "--no-upload", "--sealed"}
 		return append(out, cmd[2:]...)
 	}
 	return slices.Clone(cmd)

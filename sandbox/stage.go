@@ -15,6 +15,10 @@ import (
 type Stage struct {
 	Dir         string
 	PayloadFile string // "" when the run has no payload
+	// Mode is the directory's: 0700 for a container (the zero value), 0711
+	// for the process launcher, whose step reads the payload as its own
+	// uid (it can open the payload, not list the directory).
+	Mode os.FileMode
 }
 
 // NewStage names the stage for a container under base (the host's temp dir).
@@ -27,15 +31,22 @@ func NewStage(base, name string, withPayload bool) Stage {
 	return s
 }
 
-// Create makes the stage, replacing a stale one. The directory is 0700 so
-// other host users cannot read the payload; the payload file itself is
+// Create makes the stage, replacing a stale one. The directory is 0700 (a
+// container's) so other host users cannot read the payload; the payload file itself is
 // 0444 because inside the container it is read as ContainerUser, not as
 // the agent's user.
 func (s Stage) Create(encodedPayload string) error {
 	if err := os.RemoveAll(s.Dir); err != nil {
 		return fmt.Errorf("removing stale stage: %w", err)
 	}
-	if err := os.Mkdir(s.Dir, 0o700); err != nil {
+	mode := s.Mode
+	if mode == 0 {
+		mode = 0o700
+	}
+	if err := os.Mkdir(s.Dir, mode); err != nil {
+		return fmt.Errorf("creating stage: %w", err)
+	}
+	if err := os.Chmod(s.Dir, mode); err != nil { // umask
 		return fmt.Errorf("creating stage: %w", err)
 	}
 	if s.PayloadFile != "" {

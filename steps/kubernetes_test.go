@@ -63,3 +63,36 @@ func TestKubernetesPodSpecIsGuaranteedQoS(t *testing.T) {
 		t.Error("bad memory accepted")
 	}
 }
+
+// TestKubernetesPodSpecRunsTheSandbox: the eval container is root with
+// only the capabilities the process launcher uses, the pod sets no user
+// (agent-stack-k8s would chown /workspace to it) and keeps its own PID
+// namespace, and the command is the sandbox's, escaped for the upload.
+func TestKubernetesPodSpecRunsTheSandbox(t *testing.T) {
+	t.Parallel()
+	spec, err := KubernetesPodSpec(GPUDockerConfig{Image: "img:1", Runtime: contract.RuntimeNVIDIA, GPUs: 1, CPUs: 8, Memory: "64g", ShmSize: "16g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := spec["podSpec"].(map[string]any)
+	c := pod["containers"].([]any)[0].(map[string]any)
+	sc := c["securityContext"].(map[string]any)
+	tests := []struct {
+		name      string
+		got, want any
+	}{
+		{"capabilities added", sc["capabilities"].(map[string]any)["add"], []any{"SETUID", "SETGID", "KILL"}},
+		{"container user", sc["runAsUser"], 0},
+		{"no privilege escalation (no_new_privs)", sc["allowPrivilegeEscalation"], false},
+		{"no pod-level user", pod["securityContext"].(map[string]any)["runAsUser"], nil},
+		{"own PID namespace", pod["shareProcessNamespace"], false},
+		{"command", c["command"], []any{Escape(KubernetesCommand)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !reflect.DeepEqual(tt.got, tt.want) {
+				t.Errorf("got %#v, want %#v", tt.got, tt.want)
+			}
+		})
+	}
+}

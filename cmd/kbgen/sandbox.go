@@ -26,6 +26,10 @@ type SandboxCmd struct {
 	StageDir     string        `placeholder:"DIR" help:"Where the private payload file and out dir are staged on the host; dockerd must see it (not a PrivateTmp /tmp). Default: $$BUILDKITE_BUILD_PATH/.kbgen-stage, else $$TMPDIR or /tmp. Example: --stage-dir /var/lib/buildkite-agent/tmp"`
 	StopTimeout  time.Duration `default:"${stop_timeout}" help:"Grace period between SIGTERM and SIGKILL for the container when the job is cancelled; keep it below the agent's cancel-grace-period (10s by default). Example: --stop-timeout 8s"`
 	NoGPU        bool          `name:"no-gpu" help:"Give the container no GPU, and need no GPU placement: a job run by hand on a machine without a GPU runtime (also KBGEN_SANDBOX_NO_GPU=1)."`
+	Launcher     string        `default:"docker" enum:"docker,process" help:"docker: one 'docker run' (a gpu-docker node). process: the step as its own unprivileged uid beside this sandbox, which runs as root with only CAP_SETUID, CAP_SETGID and CAP_KILL: the Kubernetes backend's pod, where the GPUs, CPUs and memory are the pod's and no gpu-docker config or placement is read. Example: --launcher process"`
+	User         string        `default:"1000:1000" placeholder:"UID:GID" help:"The process launcher's uid and gid for the step (never 0): one that neither the agent nor this sandbox runs as. Example: --user 1000:1000"`
+	WorkDir      string        `default:"/work" placeholder:"DIR" help:"The process launcher's working directory for the step, writable by --user. Example: --work-dir /work"`
+	Protect      []string      `placeholder:"DIR" help:"With the process launcher: a directory made root's alone (mode 0700) before the step starts; it must be root's. In an agent-stack-k8s pod, /workspace (the agent binary, its coordination socket, hooks and plugins). Example: --protect /workspace"`
 
 	Command []string `arg:"" optional:"" passthrough:"" placeholder:"CMD" help:"The step's command, after '--'. 'kbgen run' is pointed at the mounted payload and out dir; anything else runs as given. Example: -- kbgen run"`
 }
@@ -63,6 +67,15 @@ printed); 65 for a bad payload, a re-routed step or one changed
 after signing; 2 for a bad
 plugin config.
 
+With --launcher process (the Kubernetes backend's pod: see
+docs/security.md) no container is started: this sandbox, as root with
+only CAP_SETUID, CAP_SETGID and CAP_KILL, starts 'kbgen run' as --user
+with a clean environment, its own session, no capabilities,
+no_new_privs and no core dumps, after making each --protect directory
+root's alone; it hands over the key and vouches for the result exactly
+as on a docker node, then kills whatever of --user is left. --dry-run
+prints the setpriv equivalent.
+
 One job by hand, from the repository root: this kbgen is mounted into the
 container, so build it static (CGO_ENABLED=0 go build -o kbgen ./cmd/kbgen).
 On a GPU node, take the agent's placement with
@@ -89,6 +102,10 @@ func (c *SandboxCmd) Run(g *Globals) error {
 		StageDir:     c.StageDir,
 		RunnerBinary: c.RunnerBinary,
 		NoGPU:        c.NoGPU,
+		Launcher:     c.Launcher,
+		User:         c.User,
+		WorkDir:      c.WorkDir,
+		Protect:      c.Protect,
 	})
 	if err != nil {
 		return sandboxErr(err)
