@@ -327,3 +327,58 @@ func TestRenderAllowProfiling(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderAllowGPUReset: --allow-gpu-reset writes a root-only sudoers
+// drop-in naming exactly each whole GPU's reset command (a PCI address
+// escaped as sudoers wants it; no MIG instance) and sets KBGEN_GPU_RESET
+// for every agent; without it, neither.
+func TestRenderAllowGPUReset(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		box, want string
+		lines     int
+	}{
+		{"h100x8", "buildkite-agent ALL=(root) NOPASSWD: /usr/bin/nvidia-smi --gpu-reset -i GPU-", 8},
+		{"mi300xx8", `buildkite-agent ALL=(root) NOPASSWD: /opt/rocm/bin/amd-smi reset -g 0000\:`, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.box, func(t *testing.T) {
+			t.Parallel()
+			for _, allow := range []bool{true, false} {
+				files, err := Render(planFixture(t, tt.box, defaultOpts), InstallOptions{Queue: "q", AllowGPUReset: allow})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sudoers, envs := "", 0
+				for _, f := range files {
+					if f.Path == ResetSudoers && f.Mode == 0o440 {
+						sudoers = string(f.Data)
+					}
+					if strings.HasSuffix(f.Path, "/agent.env") && strings.Contains(string(f.Data), "\nKBGEN_GPU_RESET=1\n") {
+						envs++
+					}
+				}
+				if !allow {
+					if sudoers != "" || envs != 0 {
+						t.Errorf("without --allow-gpu-reset: sudoers %q, %d agents with KBGEN_GPU_RESET", sudoers, envs)
+					}
+					continue
+				}
+				if strings.Count(sudoers, tt.want) != tt.lines || envs == 0 {
+					t.Errorf("sudoers:\n%s\nwant %d lines like %q; %d agents with KBGEN_GPU_RESET", sudoers, tt.lines, tt.want, envs)
+				}
+			}
+		})
+	}
+}
+
+// TestRenderRefusesABadUser: the user lands in the unit and the sudoers
+// line, so a name with a space, a newline or a ':' is refused.
+func TestRenderRefusesABadUser(t *testing.T) {
+	t.Parallel()
+	for _, user := range []string{"a b", "kb\nALL ALL=(ALL) ALL", "x:y", "-rf"} {
+		if _, err := Render(planFixture(t, "h100x8", defaultOpts), InstallOptions{Queue: "q", User: user, AllowGPUReset: true}); err == nil || !strings.Contains(err.Error(), "login name") {
+			t.Errorf("user %q: %v, want a refusal", user, err)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/deployment"
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
 )
 
@@ -41,6 +42,10 @@ const (
 	DefaultAgentBinary = "/usr/bin/buildkite-agent"
 	DefaultKbgenPath   = "/usr/local/bin/kbgen"
 )
+
+// userName is a login name as useradd takes it: the unit's User= and the
+// sudoers line name it, so nothing else may reach them.
+var userName = lazyre.New(`^[A-Za-z_][A-Za-z0-9_.-]{0,31}$`)
 
 // InstanceName is the systemd unit of the agent owning GPU index.
 func InstanceName(index int) string {
@@ -72,6 +77,10 @@ type InstallOptions struct {
 	// counters open to non-root users, so ncu works in a sandboxed
 	// profile-mode step.
 	AllowProfiling bool
+	// AllowGPUReset writes ResetSudoers and sets contract.EnvGPUReset
+	// for every agent: the sandbox resets a leased GPU that fails the
+	// clean-GPU check, then checks again.
+	AllowGPUReset bool
 }
 
 // File is one rendered file to install.
@@ -126,6 +135,9 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	}
 	if opts.User == "" {
 		opts.User = DefaultUser
+	}
+	if !userName.MatchString(opts.User) {
+		return nil, fmt.Errorf("user %q: want a login name (letters, digits, '_', '.', '-'; at most 32)", opts.User)
 	}
 	if opts.KbgenPath == "" {
 		opts.KbgenPath = DefaultKbgenPath
@@ -192,6 +204,10 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	if opts.AllowProfiling && p.Runtime == contract.RuntimeNVIDIA {
 		files = append(files, File{Path: ProfilingModprobe, Mode: 0o644, Data: []byte("# Written by `kbgen node install --allow-profiling`: ncu in profile-mode\n# steps (uid 1000, no capabilities) needs the GPU performance counters.\n" + ProfilingModprobeLine)})
 	}
+	if opts.AllowGPUReset {
+		// Root-only, as sudo wants its files.
+		files = append(files, File{Path: ResetSudoers, Mode: 0o440, Data: resetSudoers(p, opts.User)})
+	}
 	if opts.Plugin != nil {
 		pinned, err := pluginFiles(opts.Plugin)
 		if err != nil {
@@ -211,6 +227,9 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 			ad.Queue = a.Queue
 		}
 		ad.Env = a.Env(p.Runtime, p.CgroupVersion)
+		if opts.AllowGPUReset {
+			ad.Env = append(ad.Env, EnvVar{Name: contract.EnvGPUReset, Value: "1"})
+		}
 		if opts.VerificationJWKS != nil {
 			// kbgen sandbox checks each step's own signature with it:
 			// buildkite-agent v3.52.1 cannot verify a step with a plugin

@@ -35,7 +35,10 @@ type GPUCheck struct {
 	// Sysfs is where sysfs is mounted ("/sys" when empty): AMD GPUs are
 	// read there.
 	Sysfs string
-	// Logf reports a skipped check.
+	// Reset lets the check reset a GPU that fails it, then check again
+	// (contract.EnvGPUReset).
+	Reset bool
+	// Logf reports a skipped check and a reset.
 	Logf func(format string, args ...any)
 }
 
@@ -43,6 +46,10 @@ type GPUCheck struct {
 type gpuProblem struct {
 	GPU string
 	Msg string
+	// Foreign: a process is on the GPU (a reset fails, and the process
+	// is not the sandbox's to kill); Broken: a reset cannot help (the GPU
+	// is off the bus, a row remap failed).
+	Foreign, Broken bool
 }
 
 // Check refuses (75: the machine's fault, Buildkite retries elsewhere) a
@@ -58,18 +65,31 @@ type gpuProblem struct {
 func (c GPUCheck) Check(ctx context.Context, rt string, ids []string) error {
 	ctx, cancel := context.WithTimeout(ctx, gpuCheckTimeout)
 	defer cancel()
-	var problems []gpuProblem
-	var err error
-	switch rt {
-	case string(contract.RuntimeNVIDIA):
-		problems, err = c.nvidiaProblems(ctx, ids)
-	case string(contract.RuntimeROCm):
-		problems, err = c.amdProblems(ids)
-	}
+	problems, err := c.problems(ctx, rt, ids)
 	if err != nil || len(problems) == 0 {
 		return err
 	}
-	return refusef("clean-GPU check: %s", describeProblems(problems))
+	if !c.Reset {
+		return refusef("clean-GPU check: %s", describeProblems(problems))
+	}
+	if err := c.resetAll(ctx, rt, problems); err != nil {
+		return err
+	}
+	if problems, err = c.problems(ctx, rt, ids); err != nil || len(problems) == 0 {
+		return err
+	}
+	return refusef("clean-GPU check: after a reset, %s", describeProblems(problems))
+}
+
+// problems is one pass over the GPUs of a runtime.
+func (c GPUCheck) problems(ctx context.Context, rt string, ids []string) ([]gpuProblem, error) {
+	switch rt {
+	case string(contract.RuntimeNVIDIA):
+		return c.nvidiaProblems(ctx, ids)
+	case string(contract.RuntimeROCm):
+		return c.amdProblems(ids)
+	}
+	return nil, nil
 }
 
 // describeProblems is the refusal's text: every problem, GPU by GPU.
@@ -93,7 +113,7 @@ func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProble
 	if len(gpus) == 0 {
 		return nil, nil
 	}
-	state, err := c.smi(ctx, "--query-gpu=uuid,pci.bus_id,memory.used,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits")
+	state, err := c.tool(ctx, "nvidia-smi", "--query-gpu=uuid,pci.bus_id,memory.used,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits")
 	if errors.Is(err, exec.ErrNotFound) {
 		c.logf("kbgen sandbox: clean-GPU check skipped: nvidia-smi is not on PATH")
 		return nil, nil
@@ -101,7 +121,7 @@ func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProble
 	if err != nil {
 		return nil, refusef("clean-GPU check: nvidia-smi: %v", err)
 	}
-	apps, err := c.smi(ctx, "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
+	apps, err := c.tool(ctx, "nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
 	if err != nil {
 		return nil, refusef("clean-GPU check: nvidia-smi: %v", err)
 	}
@@ -110,9 +130,7 @@ func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProble
 	rows, procs := csvRows(state, 4), csvRows(apps, 4)
 	var problems []gpuProblem
 	for _, id := range gpus {
-		for _, msg := range c.nvidiaGPU(id, rows[id], procs[id], remaps[id], klog) {
-			problems = append(problems, gpuProblem{GPU: id, Msg: msg})
-		}
+		problems = append(problems, c.nvidiaGPU(id, rows[id], procs[id], remaps[id], klog)...)
 	}
 	return problems, nil
 }
@@ -120,27 +138,30 @@ func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProble
 // nvidiaGPU judges one GPU from its rows (nil: not listed). Every state
 // is read and recorded even when an earlier one already fails, so the
 // next job's baselines are today's.
-func (c GPUCheck) nvidiaGPU(id string, row, proc, remap []string, klog []kmsgRecord) []string {
+func (c GPUCheck) nvidiaGPU(id string, row, proc, remap []string, klog []kmsgRecord) []gpuProblem {
 	if row == nil {
-		return []string{"is not listed by nvidia-smi (fallen off the bus?)"}
+		return []gpuProblem{{GPU: id, Msg: "is not listed by nvidia-smi (fallen off the bus?)", Broken: true}}
 	}
-	var msgs []string
+	var msgs []gpuProblem
 	if proc != nil {
-		msgs = append(msgs, fmt.Sprintf("runs a compute process no job of this node owns (pid %s, %s)", proc[1], printable(proc[2])))
+		msgs = append(msgs, gpuProblem{GPU: id, Foreign: true, Msg: fmt.Sprintf("runs a compute process no job of this node owns (pid %s, %s)", proc[1], printable(proc[2]))})
 	}
 	if used, err := strconv.Atoi(row[2]); err == nil && used > MaxIdleUsedMiB {
-		msgs = append(msgs, fmt.Sprintf("has %d MiB in use before the job (at most %d)", used, MaxIdleUsedMiB))
+		msgs = append(msgs, problem(id, "has %d MiB in use before the job (at most %d)", used, MaxIdleUsedMiB))
 	}
 	if n := c.newCount(id, "ecc", row[3]); n > 0 {
-		msgs = append(msgs, fmt.Sprintf("has %d new uncorrected ECC error(s) since the last job", n))
+		msgs = append(msgs, problem(id, "has %d new uncorrected ECC error(s) since the last job", n))
 	}
 	if klog != nil {
 		for _, x := range xidsFor(kernelLogSince(klog, kernelLogFile(c.StateDir, id)), row[1]) {
-			msgs = append(msgs, fmt.Sprintf("reported Xid %d since the last job (%s)", x.Code, printable(x.Text)))
+			msgs = append(msgs, problem(id, "reported Xid %d since the last job (%s)", x.Code, printable(x.Text)))
 		}
 	}
-	if remap != nil && (isYes(remap[1]) || isYes(remap[2])) {
-		msgs = append(msgs, fmt.Sprintf("has a row remap pending (%s) or failed (%s): it needs a reset", remap[1], remap[2]))
+	if remap != nil && isYes(remap[1]) {
+		msgs = append(msgs, problem(id, "has a row remap pending: it needs a reset"))
+	}
+	if remap != nil && isYes(remap[2]) {
+		msgs = append(msgs, gpuProblem{GPU: id, Broken: true, Msg: "has had a row remap fail: its memory needs repair"})
 	}
 	return msgs
 }
@@ -148,7 +169,7 @@ func (c GPUCheck) nvidiaGPU(id string, row, proc, remap []string, klog []kmsgRec
 // remappedRows reads the row remapper (Ampere and later); an older GPU
 // or driver that cannot answer is logged and not judged.
 func (c GPUCheck) remappedRows(ctx context.Context) map[string][]string {
-	out, err := c.smi(ctx, "--query-remapped-rows=gpu_uuid,remapped_rows.pending,remapped_rows.failure", "--format=csv,noheader,nounits")
+	out, err := c.tool(ctx, "nvidia-smi", "--query-remapped-rows=gpu_uuid,remapped_rows.pending,remapped_rows.failure", "--format=csv,noheader,nounits")
 	if err != nil {
 		c.logf("kbgen sandbox: clean-GPU check: row remapping not read: %v", err)
 		return nil
@@ -173,6 +194,11 @@ func (c GPUCheck) kernelLog() []kmsgRecord {
 		records = []kmsgRecord{}
 	}
 	return records
+}
+
+// problem is a resettable problem of GPU id.
+func problem(id, format string, args ...any) gpuProblem {
+	return gpuProblem{GPU: id, Msg: fmt.Sprintf(format, args...)}
 }
 
 func isYes(s string) bool {
@@ -201,8 +227,10 @@ func (c GPUCheck) newCount(id, kind, value string) int64 {
 	return n - p
 }
 
-func (c GPUCheck) smi(ctx context.Context, args ...string) ([]byte, error) {
-	path := "nvidia-smi"
+// tool runs a program found on the sandbox's PATH: its stdout, or an
+// error with the first line of its stderr.
+func (c GPUCheck) tool(ctx context.Context, name string, args ...string) ([]byte, error) {
+	path := name
 	if dirs, ok := c.Lookup("PATH"); ok {
 		found := ""
 		for _, d := range filepath.SplitList(dirs) {

@@ -35,39 +35,37 @@ func (c GPUCheck) amdProblems(ids []string) ([]gpuProblem, error) {
 	klog := c.kernelLog()
 	var problems []gpuProblem
 	for _, id := range ids {
-		for _, msg := range c.amdGPU(id, queues, klog) {
-			problems = append(problems, gpuProblem{GPU: id, Msg: msg})
-		}
+		problems = append(problems, c.amdGPU(id, queues, klog)...)
 	}
 	return problems, nil
 }
 
 // amdGPU judges one render node.
-func (c GPUCheck) amdGPU(id string, queues map[string][]string, klog []kmsgRecord) []string {
+func (c GPUCheck) amdGPU(id string, queues map[string][]string, klog []kmsgRecord) []gpuProblem {
 	dev := c.sys("class", "drm", id, "device")
 	target, err := os.Readlink(dev)
 	if err != nil {
-		return []string{fmt.Sprintf("is not in sysfs (%s: fallen off the bus?)", printable(err.Error()))}
+		return []gpuProblem{{GPU: id, Broken: true, Msg: fmt.Sprintf("is not in sysfs (%s: fallen off the bus?)", printable(err.Error()))}}
 	}
 	bus := filepath.Base(target)
-	var msgs []string
+	var msgs []gpuProblem
 	pids := queues[c.kfdGPUID(id)]
 	for _, pid := range pids {
-		msgs = append(msgs, fmt.Sprintf("has a KFD queue of a process no job of this node owns (pid %s, %s)", pid, printable(c.comm(pid))))
+		msgs = append(msgs, gpuProblem{GPU: id, Foreign: true, Msg: fmt.Sprintf("has a KFD queue of a process no job of this node owns (pid %s, %s)", pid, printable(c.comm(pid)))})
 	}
 	if used, err := readInt(filepath.Join(dev, "mem_info_vram_used")); err == nil && used>>20 > MaxIdleUsedMiB {
-		msgs = append(msgs, fmt.Sprintf("has %d MiB of VRAM in use before the job (at most %d)", used>>20, MaxIdleUsedMiB))
+		msgs = append(msgs, problem(id, "has %d MiB of VRAM in use before the job (at most %d)", used>>20, MaxIdleUsedMiB))
 	}
 	if busy, err := readInt(filepath.Join(dev, "gpu_busy_percent")); err == nil && busy >= amdBusyHung && len(pids) == 0 {
-		msgs = append(msgs, fmt.Sprintf("is %d%% busy with no KFD queue on it (a hung queue?)", busy))
+		msgs = append(msgs, problem(id, "is %d%% busy with no KFD queue on it (a hung queue?)", busy))
 	}
 	if n := c.newCount(id, "ue", rasUE(filepath.Join(dev, "ras", "umc_err_count"))); n > 0 {
-		msgs = append(msgs, fmt.Sprintf("has %d new uncorrectable memory (RAS) error(s) since the last job", n))
+		msgs = append(msgs, problem(id, "has %d new uncorrectable memory (RAS) error(s) since the last job", n))
 	}
 	if klog != nil {
 		for _, r := range kernelLogSince(klog, kernelLogFile(c.StateDir, id)) {
 			if strings.Contains(r.Text, bus) && amdFault.MatchString(r.Text) {
-				msgs = append(msgs, "logged since the last job: "+printable(r.Text))
+				msgs = append(msgs, problem(id, "logged since the last job: %s", printable(r.Text)))
 			}
 		}
 	}

@@ -17,7 +17,8 @@ const (
 	otherUUID = "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a00"
 )
 
-// standInSMI links testdata/stand-in-nvidia-smi into a directory with
+// standInSMI links testdata/stand-in-nvidia-smi (and stand-in-sudo, for
+// the reset) into a directory with
 // the CSV it prints: state for --query-gpu, apps for --query-compute-apps
 // and remaps for --query-remapped-rows (none: it fails as an old driver
 // does), and returns that directory for PATH.
@@ -29,9 +30,11 @@ func standInSMI(t *testing.T, state, apps string, remaps ...string) string {
 	if len(remaps) > 0 {
 		must(t, os.WriteFile(filepath.Join(dir, "remaps.csv"), []byte(remaps[0]), 0o644))
 	}
-	script, err := filepath.Abs("testdata/stand-in-nvidia-smi")
-	must(t, err)
-	must(t, os.Symlink(script, filepath.Join(dir, "nvidia-smi")))
+	for _, name := range []string{"nvidia-smi", "sudo"} {
+		script, err := filepath.Abs("testdata/stand-in-" + name)
+		must(t, err)
+		must(t, os.Symlink(script, filepath.Join(dir, name)))
+	}
 	return dir
 }
 
@@ -61,8 +64,8 @@ func TestGPUCheck(t *testing.T) {
 		{"no ECC on this GPU", gpuRow(cleanUUID, "1", "[N/A]"), "", "", "", []string{cleanUUID}, ""},
 		{"a GPU off the bus", gpuRow(otherUUID, "1", "0"), "", "", "", []string{cleanUUID}, "not listed by nvidia-smi"},
 		{"one of a set dirty", gpuRow(cleanUUID, "1", "0") + gpuRow(otherUUID, "1", "0"), otherUUID + ", 7, x\x1b[31m, 1\n", "", "", []string{cleanUUID, otherUUID}, "pid 7, x[31m"},
-		{"a row remap pending", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", Yes, No\n", "", []string{cleanUUID}, "row remap pending (Yes)"},
-		{"a row remap failed", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", No, Yes\n", "", []string{cleanUUID}, "failed (Yes)"},
+		{"a row remap pending", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", Yes, No\n", "", []string{cleanUUID}, "row remap pending"},
+		{"a row remap failed", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", No, Yes\n", "", []string{cleanUUID}, "row remap fail"},
 		{"no remap on a neighbour's", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", No, No\n" + otherUUID + ", Yes, No\n", "", []string{cleanUUID}, ""},
 		{"two problems, both said", gpuRow(cleanUUID, "30000", "0"), cleanUUID + ", 4242, python3, 480\n", "", "", []string{cleanUUID}, "(pid 4242, python3); GPU " + cleanUUID + " has 30000 MiB"},
 		{"MIG instances are not checked", "", "", "", "", []string{"MIG-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b"}, ""},
@@ -283,6 +286,71 @@ func TestGPUCheckAMDKernelLog(t *testing.T) {
 				t.Errorf("want exactly this GPU's line: %v", err)
 			}
 		})
+	}
+}
+
+// TestGPUCheckReset: with reset allowed, a GPU that fails the check for
+// a reason a reset may clear is reset (sudo -n, the command the node's
+// sudoers line names) and checked again; a foreign process or a GPU off
+// the bus is never reset; a refused or failed reset, or a GPU still
+// dirty after it, is 75.
+func TestGPUCheckReset(t *testing.T) {
+	t.Parallel()
+	dirty, clean := gpuRow(cleanUUID, "30000", "0"), gpuRow(cleanUUID, "1", "0")
+	nvReset := "-n /usr/bin/nvidia-smi --gpu-reset -i " + cleanUUID
+	tests := []struct {
+		name, state, apps string
+		after             string // the state the reset leaves; "" refuse
+		reset             bool
+		want, wantLog     string // wantLog: reset.log ("" none)
+	}{
+		{"memory in use, cleared by the reset", dirty, "", clean, true, "", nvReset},
+		{"still dirty after the reset", dirty, "", dirty, true, "after a reset, GPU " + cleanUUID + " has 30000 MiB", nvReset},
+		{"sudo refuses", dirty, "", "", true, "the reset failed: exit status 1: sudo: a password is required", nvReset},
+		{"a foreign process is never reset", dirty, cleanUUID + ", 4242, python3, 480\n", clean, true, "not cleared by a reset", ""},
+		{"off the bus is never reset", gpuRow(otherUUID, "1", "0"), "", clean, true, "not listed", ""},
+		{"reset not allowed", dirty, "", clean, false, "30000 MiB in use", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := standInSMI(t, tt.state, tt.apps)
+			if tt.after == "" {
+				must(t, os.WriteFile(filepath.Join(path, "refuse"), nil, 0o644))
+			} else {
+				must(t, os.WriteFile(filepath.Join(path, "state-after.csv"), []byte(tt.after), 0o644))
+				must(t, os.WriteFile(filepath.Join(path, "after"), []byte("mv \"$dir/state-after.csv\" \"$dir/state.csv\"\n"), 0o644))
+			}
+			var logged []string
+			c := GPUCheck{StateDir: t.TempDir(), KernelLog: emptyKernelLog(t), Reset: tt.reset,
+				Lookup: func(k string) (string, bool) { return path, k == "PATH" },
+				Logf:   func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
+			wantRefusal(t, c.Check(context.Background(), "nvidia", []string{cleanUUID}), tt.want)
+			resets, _ := os.ReadFile(filepath.Join(path, "reset.log"))
+			if strings.TrimSpace(string(resets)) != tt.wantLog {
+				t.Errorf("resets %q, want %q", resets, tt.wantLog)
+			}
+			if tt.wantLog != "" && !strings.Contains(strings.Join(logged, "\n"), "resetting it (KBGEN_GPU_RESET=1)") {
+				t.Errorf("the job log does not say the GPU was reset: %q", logged)
+			}
+		})
+	}
+}
+
+// TestGPUCheckResetAMD: an AMD GPU is reset by its PCI address with
+// amd-smi, and passes when the reset cleared it.
+func TestGPUCheckResetAMD(t *testing.T) {
+	t.Parallel()
+	const used = "devices/pci0000:00/0000:c1:00.0/mem_info_vram_used"
+	sys := amdSysfs(t, map[string]string{used: "32212254720\n"})
+	path := standInSMI(t, "", "")
+	must(t, os.WriteFile(filepath.Join(path, "after"), []byte("echo 12582912 >"+filepath.Join(sys, used)+"\n"), 0o644))
+	c := GPUCheck{StateDir: t.TempDir(), Sysfs: sys, KernelLog: emptyKernelLog(t), Reset: true,
+		Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+	wantRefusal(t, c.Check(context.Background(), "rocm", []string{"renderD128"}), "")
+	resets, _ := os.ReadFile(filepath.Join(path, "reset.log"))
+	if want := "-n /opt/rocm/bin/amd-smi reset -g 0000:c1:00.0 -G"; strings.TrimSpace(string(resets)) != want {
+		t.Errorf("resets %q, want %q", resets, want)
 	}
 }
 

@@ -127,7 +127,7 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 		return nil, err
 	}
 	path, hasPath := lookup("PATH")
-	check := GPUCheck{StateDir: lease.Dir, Sysfs: host.SysfsRoot, Lookup: func(k string) (string, bool) { return path, k == "PATH" && hasPath }}
+	check := GPUCheck{StateDir: lease.Dir, Sysfs: host.SysfsRoot, Reset: get(lookup, contract.EnvGPUReset) == "1", Lookup: func(k string) (string, bool) { return path, k == "PATH" && hasPath }}
 	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: in.encoded, policy: policy.WithDefaults(), lease: lease, check: check, runtime: string(cfg.Runtime)}, nil
 }
 

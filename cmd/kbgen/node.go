@@ -97,6 +97,7 @@ type NodeInstallCmd struct {
 	KbgenPath       string `default:"/usr/local/bin/kbgen" placeholder:"PATH" help:"Where kbgen is installed; its directory is put first on the agents' PATH (the gpu-docker hook calls kbgen). Example: --kbgen-path /opt/kbgen/bin/kbgen"`
 	User            string `default:"buildkite-agent" placeholder:"USER" help:"The user the agents run as; it must be in the docker group. Example: --user buildkite-agent"`
 	AllowProfiling  bool   `help:"NVIDIA: write /etc/modprobe.d/kbgen-nvidia-profiling.conf (NVreg_RestrictProfilingToAdminUsers=0) so ncu works in profile-mode steps, which run as uid 1000 without capabilities. The trade-off: every user of the node may read GPU performance counters, a side channel on other users' kernels (NVIDIA security bulletin CVE-2018-6260); takes effect when the driver reloads. kbgen doctor shows the setting."`
+	AllowGPUReset   bool   `name:"allow-gpu-reset" help:"Write /etc/sudoers.d/kbgen-gpu-reset (0440) letting the agents' user run, as root, exactly each GPU's reset (/usr/bin/nvidia-smi --gpu-reset -i UUID, /opt/rocm/bin/amd-smi reset -g PCI -G) and set KBGEN_GPU_RESET=1 for every agent: a leased GPU that fails the clean-GPU check (memory held, a machine Xid, new ECC errors, a pending row remap, an amdgpu timeout) is reset and checked again before its job exits 75. A GPU with a process on it is never reset. docs/isolation.md."`
 }
 
 // Help is shown after the flags.
@@ -140,7 +141,7 @@ func (c *NodeInstallCmd) Run(g *Globals) error {
 	rep, err := node.Install(context.Background(), node.InstallRequest{
 		Source:  c.source(g, c.Queue),
 		Inputs:  node.Inputs{TokenFile: c.TokenFile, EnvToken: g.Getenv(contract.EnvAgentToken), VerificationKey: c.VerificationKey, Plugin: c.Plugin, Root: c.Root},
-		Options: node.InstallOptions{AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath, AllowProfiling: c.AllowProfiling},
+		Options: node.InstallOptions{AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath, AllowProfiling: c.AllowProfiling, AllowGPUReset: c.AllowGPUReset},
 		DryRun:  c.DryRun,
 	})
 	if rep != nil {

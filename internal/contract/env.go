@@ -118,6 +118,12 @@ const (
 	// EnvLeaseWait bounds how long `kbgen sandbox` waits for its GPUs
 	// (a Go duration, default 15m) before it exits 75.
 	EnvLeaseWait = "KBGEN_LEASE_WAIT"
+	// EnvGPUReset=1 lets `kbgen sandbox` reset a leased GPU that failed
+	// the clean-GPU check (sudo -n, the node's sudoers line; then checks
+	// again). Exported by the agent's environment hook when `kbgen node
+	// install --allow-gpu-reset` wrote the sudoers file; a step that sets
+	// it itself gains nothing, since sudo refuses without that file.
+	EnvGPUReset = "KBGEN_GPU_RESET"
 	// EnvSandboxNoGPU=1 is `kbgen sandbox --no-gpu` from the environment, so
 	// an agent-driven test can turn the GPU flags off through the hook. It
 	// only ever grants less.
