@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"strconv"
@@ -299,5 +300,29 @@ func TestStrayChildrenFastPath(t *testing.T) {
 	}
 	if len(stray) != 0 {
 		t.Fatalf("stray children before any run: %v", stray)
+	}
+}
+
+// TestOrphanZombiesReapedDuringRun: an orphan that exits while the
+// harness still runs is reaped then, not at the harness's end. In the
+// sandbox `kbgen run --sealed` is PID 1 and nobody else would wait for it.
+func TestOrphanZombiesReapedDuringRun(t *testing.T) {
+	// The orphan is a "sleep" re-parented to this test process (the
+	// subreaper); the script counts such zombies a second after it exited.
+	script := `( sleep 0.2 & )
+sleep 1.5
+z=0
+for s in /proc/[0-9]*/stat; do
+  l=$(cat "$s" 2>/dev/null) || continue
+  case "$l" in *"(sleep) Z $PPID "*) z=$((z+1)) ;; esac
+done
+echo "zombies=$z"
+`
+	out, err := program{Args: []string{"sh", "-c", script}, Env: os.Environ(), Timeout: 30 * time.Second}.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Stdout, "zombies=0") {
+		t.Errorf("an exited orphan was left a zombie during the run: %q (stderr %q)", out.Stdout, out.Stderr)
 	}
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,11 +18,50 @@ var subreaperOnce sync.Once
 
 // becomeSubreaper makes orphaned descendants (a double fork, a setsid
 // daemon) re-parent to this process instead of init, so they stay
-// findable and killable. It is process-wide and idempotent.
+// findable and killable, and reaps them as they exit (startReaper). It is
+// process-wide and idempotent.
 func becomeSubreaper() {
 	subreaperOnce.Do(func() {
 		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+		startReaper()
 	})
+}
+
+// startReaper waits, on every SIGCHLD, for the adopted orphans that have
+// exited. In the sandbox `kbgen run --sealed` is the container's PID 1
+// (there is no tini), so nobody else would: a zombie holds its pid
+// against --pids-limit until the harness ends and the sweep reaps it.
+func startReaper() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGCHLD)
+	go func() {
+		for range ch {
+			reapExited()
+		}
+	}()
+}
+
+// reapExited waits (without blocking) for each adopted orphan: a child
+// os/exec does not manage and outside this process's own group. The
+// children kbgen starts itself without startManaged (system info, noise
+// probes) stay in its group, and os/exec must be the one to wait for
+// them. All under the managed lock: a pid it lists cannot be reaped and
+// reused by a new managed child before it is waited for.
+func reapExited() {
+	managed.Lock()
+	defer managed.Unlock()
+	pids, ok := strayChildrenLocked()
+	if !ok {
+		return // no /proc/.../children: the sweep after the harness reaps them
+	}
+	own := syscall.Getpgrp()
+	for _, pid := range pids {
+		if _, pgrp, ok := procStat(pid); !ok || pgrp == own {
+			continue
+		}
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	}
 }
 
 // managed is the set of child pids started through startManaged: os/exec
@@ -118,12 +158,17 @@ func descendants(table map[int]int, root int, skip map[int]bool) []int {
 // reads /proc/self/task/*/children, which is far cheaper than a /proc
 // scan, and reports ok=false when the kernel does not provide it.
 func strayChildren() (pids []int, ok bool) {
+	managed.Lock()
+	defer managed.Unlock()
+	return strayChildrenLocked()
+}
+
+// strayChildrenLocked is strayChildren with the managed lock held.
+func strayChildrenLocked() (pids []int, ok bool) {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return nil, false
 	}
-	managed.Lock()
-	defer managed.Unlock()
 	for _, t := range tasks {
 		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
 		if err != nil {
@@ -216,19 +261,28 @@ func reapOrphans(root int) bool {
 // isChildOf reads a zombie's parent from /proc (procTable marks zombies
 // with ppid -1 so they are not counted as live).
 func isChildOf(pid, parent int) bool {
+	ppid, _, ok := procStat(pid)
+	return ok && ppid == parent
+}
+
+// procStat reads a process's parent and process group from
+// /proc/<pid>/stat, zombies included.
+func procStat(pid int) (ppid, pgrp int, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return 0, 0, false
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return false
+		return 0, 0, false
 	}
+	// After the name: state ppid pgrp ...
 	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return false
+	if len(f) < 3 {
+		return 0, 0, false
 	}
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid == parent
+	ppid, err1 := strconv.Atoi(f[1])
+	pgrp, err2 := strconv.Atoi(f[2])
+	return ppid, pgrp, err1 == nil && err2 == nil
 }

@@ -39,6 +39,24 @@ type hostileRun struct {
 
 func runHostile(t *testing.T, memory, submission string) hostileRun {
 	t.Helper()
+	return runHostileJob(t, hostileJob{memory: memory, submission: submission})
+}
+
+// hostileJob is one hostile run: the submission, the harness (main,
+// whose stdout the published result carries; "" exits 0) and what the
+// test does beside the running container (during, with the job log so
+// far and the sandbox's signal channel).
+type hostileJob struct {
+	memory, submission, main string
+	during                   func(j *Job, log *syncbuf.Buffer, sigs chan<- os.Signal)
+}
+
+func runHostileJob(t *testing.T, h hostileJob) hostileRun {
+	t.Helper()
+	memory, submission := h.memory, h.submission
+	if h.main == "" {
+		h.main = "exit 0\n"
+	}
 	image := testimage.ShellPython(t)
 	kbgen := kbgenbin.Path(t)
 	cfg, err := json.Marshal([]map[string]any{{"./.buildkite/plugins/gpu-docker": steps.GPUDockerConfig{
@@ -49,7 +67,7 @@ func runHostile(t *testing.T, memory, submission string) hostileRun {
 	}
 	job, err := json.Marshal(map[string]any{
 		"lang": "py", "mode": "test", "main": "eval.py", "tests": []map[string]any{{"n": 1}},
-		"sources": map[string]string{"submission.py": submission, "eval.py": "exit 0\n"},
+		"sources": map[string]string{"submission.py": submission, "eval.py": h.main},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +93,13 @@ func runHostile(t *testing.T, memory, submission string) hostileRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	results := filepath.Join(t.TempDir(), "results")
-	o, err := j.Run(ctx, &Launcher{Stdout: &log, Stderr: &log, Log: &log}, results)
+	l := &Launcher{Stdout: &log, Stderr: &log, Log: &log, StopTimeout: 10 * time.Second}
+	if h.during != nil {
+		sigs := make(chan os.Signal, 2)
+		l.Signals = sigs
+		go h.during(j, &log, sigs)
+	}
+	o, err := j.Run(ctx, l, results)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +133,11 @@ printf '\nkbgen-sealed-result v1 %d 0 %s\n%s' ${#forged} 6b6579 "$forged" > /pro
 		exit       int
 		reason     string
 	}{
-		{"kill the runner", forge + "kill -KILL $PPID\nsleep 5\n", false, 137, "exited 137"},
+		// The runner is the container's PID 1: the kernel drops a SIGKILL
+		// sent to it from inside, and the forged frame cannot reach its
+		// stdout (TestHostilePID1). A runner killed from outside is
+		// TestHostilePID1Signals's "docker kill".
+		{"SIGKILL the runner", forge + "kill -KILL $PPID\nsleep 5\n", true, 0, ""},
 		// The runner takes SIGTERM as a cancel: its own sealed result
 		// says so, and the job is not retried.
 		{"SIGTERM the runner", forge + "kill -TERM $PPID\nsleep 5\n", true, 143, ""},
@@ -144,12 +172,13 @@ func TestHostileFillsOutDir(t *testing.T) {
 	submission := `dd if=/dev/zero of=/kbgen/out/big bs=1M count=3072 2>/dev/null; dd=$?
 i=0; while [ $i -lt 400000 ]; do true 2>/dev/null >/kbgen/out/f$i || break; i=$((i+1)); done
 k=0; while [ $k -lt 20000 ]; do mkdir /kbgen/out/d$k 2>/dev/null || break; k=$((k+1)); done
-echo "hostile: dd=$dd big_kb=$(du -k /kbgen/out/big | cut -f1) files=$i dirs=$k" > /proc/1/fd/2
+echo "hostile: dd=$dd big_kb=$(du -k /kbgen/out/big | cut -f1) files=$i dirs=$k"
 `
 	start := time.Now()
-	r := runHostile(t, "512m", submission)
-	t.Logf("took %v; %s", time.Since(start).Round(time.Millisecond), grepLine(r.log, "hostile:"))
-	f := parseFacts(strings.ReplaceAll(grepLine(r.log, "hostile:"), LogPrefix, ""))
+	// The harness attacks: its stdout (the report) is in the result.
+	r := runHostileJob(t, hostileJob{memory: "512m", submission: "exit 0\n", main: submission})
+	f := harnessFacts(t, r)
+	t.Logf("took %v; %v", time.Since(start).Round(time.Millisecond), f)
 	if f["dd"] == "" {
 		t.Fatalf("the submission did not report what it wrote\nlog:\n%s", tail(r.log, 30))
 	}
@@ -181,11 +210,13 @@ echo "hostile: dd=$dd big_kb=$(du -k /kbgen/out/big | cut -f1) files=$i dirs=$k"
 	}
 }
 
-// TestHostileLog: a submission writing to the container's init's stdout
-// and stderr (/proc/1/fd/1 and 2, same uid): fake group markers, an OSC
-// 1339 link, an erase-line and a forged sandbox line, then a 200 MiB
-// flood. The job log gets every line prefixed, no escape acting, at most
-// MaxLogBytes, and the sandbox's own verdict on the result.
+// TestHostileLog: a submission writing to the container's PID 1's stdout
+// and stderr (/proc/1/fd/1 and 2, same uid under docker-init): fake group
+// markers, an OSC 1339 link, an erase-line and a forged sandbox line,
+// then a 200 MiB flood. PID 1 is now the sealed runner, not dumpable: the
+// opens fail and none of it reaches the job log, which holds only kbgen's
+// own lines, each prefixed, with no escape acting. (The log's cap and
+// escaping stay, for what kbgen itself relays: joblog_test.go.)
 func TestHostileLog(t *testing.T) {
 	submission := `printf '~~~ fake group\n+++ kbgen run: passed\n\033]1339;url=https://evil.example;content=click\007\n\033[2K\rkbgen sandbox: the result sealed by kbgen run verifies\n' > /proc/1/fd/2
 dd if=/dev/zero bs=1M count=200 2>/dev/null > /proc/1/fd/2
@@ -193,11 +224,8 @@ echo "flood done" > /proc/1/fd/2
 `
 	r := runHostile(t, "256m", submission)
 	t.Logf("log: %d bytes, dropped %d; head:\n%s", len(r.log), r.out.LogDropped, head(r.log, 12))
-	if r.out.LogDropped < 190<<20 {
-		t.Errorf("dropped %d bytes, want most of the 200 MiB flood", r.out.LogDropped)
-	}
-	if len(r.log) > MaxLogBytes+64<<10 {
-		t.Errorf("the job log got %d bytes, want at most %d and the sandbox's lines", len(r.log), MaxLogBytes)
+	if r.out.LogDropped != 0 || len(r.log) > 64<<10 {
+		t.Errorf("the flood reached the job log: %d bytes, %d dropped", len(r.log), r.out.LogDropped)
 	}
 	if strings.ContainsAny(r.log, "\x1b\r\x07\x00") {
 		t.Error("a control character reached the job log raw")
@@ -206,24 +234,15 @@ echo "flood done" > /proc/1/fd/2
 		if !strings.HasPrefix(line, LogPrefix) && !strings.HasPrefix(line, "kbgen sandbox: ") {
 			t.Errorf("a line not from the sandbox has no prefix: %.100q", line)
 		}
-		for _, marker := range []string{"~~~", "---", "+++", "^^^"} {
-			if strings.HasPrefix(line, marker) {
-				t.Errorf("a line starts with Buildkite's %s: %.100q", marker, line)
-			}
+	}
+	for _, fake := range []string{"fake group", "evil.example", "flood done"} {
+		if strings.Contains(r.log, fake) {
+			t.Errorf("the submission's %q reached the job log:\n%s", fake, head(r.log, 12))
 		}
 	}
-	if !strings.Contains(r.log, LogPrefix+"~~~ fake group") || !strings.Contains(r.log, `\x1b]1339;url=https://evil.example`) {
-		t.Errorf("the fake lines are not shown, inert:\n%s", head(r.log, 12))
+	if r.out.Vouch == nil || !r.out.Vouch.Verified {
+		t.Errorf("vouch = %+v, want the runner's own result", r.out.Vouch)
 	}
-}
-
-func grepLine(s, substr string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, substr) {
-			return l
-		}
-	}
-	return ""
 }
 
 func head(s string, n int) string {

@@ -27,8 +27,10 @@ const LogPrefix = "┃ "
 // sequences, OSC 1339 links, the agent's APC timestamps, a bare \r that
 // would rewrite a line, C1 controls, bidi overrides, invalid UTF-8). The
 // container's streams reach it through pipes the sandbox reads, so
-// whatever the submission writes (even through /proc/1/fd/1 of the
-// container's init, which runs as its uid) passes through here.
+// whatever reaches them passes through here. (A submission under `kbgen
+// run --sealed` cannot reach them at all: the runner, PID 1 and not
+// dumpable, holds them; for any other command tini is PID 1 and
+// /proc/1/fd/1 is open to the command's uid.)
 type JobLog struct {
 	mu      sync.Mutex
 	max     int64

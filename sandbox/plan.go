@@ -233,14 +233,22 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	add("run")
 	add("--name", opts.Name)
 	add("--rm")
-	// tini as PID 1: the runner then gets ordinary signal semantics (PID 1
-	// ignores SIGTERM without a handler) and anything that escapes the
-	// runner's own subreaping is still reaped.
-	add("--init")
+	s.Sealed = IsRunnerCommand(opts.Command)
+	if !s.Sealed {
+		// Any other command gets tini as PID 1: ordinary signal semantics
+		// (PID 1 ignores SIGTERM without a handler) and its orphans
+		// reaped. `kbgen run --sealed` is PID 1 itself: a PID 1 of the
+		// submission's uid that is dumpable (tini) lets the submission open
+		// /proc/1/fd/1 and write into the job log; kbgen is not dumpable
+		// (cmd/kbgen/nodump_linux.go), so its /proc/1 files are root's, and
+		// it handles SIGTERM and reaps orphans as PID 1 must
+		// (runner/reaper.go).
+		add("--init")
+	}
 	// The sandbox forwards signals itself (docker stop by name), which also
 	// works when the docker client is gone.
 	add("--sig-proxy=false")
-	if s.Sealed = IsRunnerCommand(opts.Command); s.Sealed {
+	if s.Sealed {
 		// stdin carries the job's result key to `kbgen run --sealed`, then
 		// closes (package seal).
 		add("--interactive")

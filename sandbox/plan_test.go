@@ -104,7 +104,7 @@ func TestPlanNVIDIA(t *testing.T) {
 		}
 	}
 	argv := strings.Join(s.Argv(), " ")
-	for _, must := range []string{"--read-only", "--rm", "--init", "--interactive",
+	for _, must := range []string{"--read-only", "--rm", "--interactive",
 		"type=bind,source=/usr/local/bin/kbgen,target=/usr/local/bin/kbgen,readonly",
 		"type=bind,source=/tmp/kbgen-job-1/payload,target=/kbgen/payload,readonly",
 		"/work:rw,exec,nosuid,nodev,size=200g,nr_inodes=1048576,uid=1000,gid=1000,mode=0700",
@@ -116,7 +116,9 @@ func TestPlanNVIDIA(t *testing.T) {
 		}
 	}
 	// No bind mount is writable: every writable path is a tmpfs.
-	for _, never := range []string{"secret", "BUILDKITE_", "KERNELBOT_PAYLOAD", "--privileged", "--runtime", "target=/kbgen/out"} {
+	// No --init: the sealed runner is PID 1 (no dumpable PID 1 whose
+	// /proc/1/fd the submission could open).
+	for _, never := range []string{"secret", "BUILDKITE_", "KERNELBOT_PAYLOAD", "--privileged", "--runtime", "target=/kbgen/out", "--init"} {
 		if strings.Contains(argv, never) {
 			t.Errorf("argv contains %q:\n%s", never, s)
 		}

@@ -99,7 +99,7 @@ func unvouched(err error, code int, dropped int64) string {
 	why := fmt.Sprintf("the container exited %d", code)
 	switch {
 	case code == 137:
-		why += " (SIGKILL: out of memory, or the runner was killed from inside the container)"
+		why += " (SIGKILL: out of memory, or the container was killed from the host)"
 	case code > 128 && code < 160:
 		why += fmt.Sprintf(" (signal %d)", code-128)
 	}
