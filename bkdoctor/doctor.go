@@ -52,6 +52,10 @@ type Config struct {
 	// APIBudget and UserBudget are kbgen serve's --api-budget and
 	// --user-budget, checked against the limits Buildkite reports.
 	APIBudget, UserBudget int
+	// Others are clients with the other tokens kbgen serve rotates
+	// (--token-file): each is checked for its scopes and its user's limit,
+	// and all must be different users'.
+	Others []*client.Client
 }
 
 // UnreachableError is Buildkite not answering (network, 5xx, a rate
@@ -68,25 +72,22 @@ func Run(ctx context.Context, cfg Config) ([]Check, error) {
 	if cfg.ControlQueue == "" {
 		cfg.ControlQueue = contract.ControlQueue
 	}
-	var limits []client.Limits
-	token, lim, err := cfg.Client.AccessToken(ctx)
-	if unreachable(err) {
-		return nil, &UnreachableError{err}
+	checks, tokens, err := tokenChecks(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
-	checks := []Check{tokenCheck(token, err)}
-	limits = append(limits, lim)
 	p, lim, err := cfg.Client.Pipeline(ctx)
 	if unreachable(err) {
 		return nil, &UnreachableError{err}
 	}
 	checks = append(checks, pipelineChecks(p, err, cfg)...)
-	limits = append(limits, lim)
 	agents, err := cfg.Client.Agents(ctx)
 	if unreachable(err) {
 		return nil, &UnreachableError{err}
 	}
 	checks = append(checks, queueChecks(agents, err, cfg)...)
-	return append(checks, limitCheck(limits, cfg)), nil
+	tokens[0] = newest(tokens[0], lim)
+	return append(checks, limitCheck(tokens, cfg)), nil
 }
 
 // unreachable tells an answer that says something of the organization
@@ -130,4 +131,15 @@ func apiFailure(name string, err error, what string) Check {
 		c.Fix = "check --org and --pipeline (BUILDKITE_ORG, BUILDKITE_PIPELINE), and that the token's user may see " + what
 	}
 	return c
+}
+
+// newest is b's headers where it has them, else a's.
+func newest(a, b client.Limits) client.Limits {
+	if b.Org.Known {
+		a.Org = b.Org
+	}
+	if b.User.Known {
+		a.User = b.User
+	}
+	return a
 }

@@ -140,6 +140,42 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestRunTokens: with the other tokens kbgen serve rotates, each token's
+// scopes are checked, and that they are different users'.
+func TestRunTokens(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(*fakebuildkite.Server)
+		want  []want
+	}{
+		{"two tokens of two users", func(f *fakebuildkite.Server) { f.AddToken("bkua_second", "second") },
+			[]want{{"token users", Pass, "2 tokens of 2 different users", ""}}},
+		{"two tokens of one user", func(f *fakebuildkite.Server) { f.AddToken("bkua_second", fakebuildkite.DefaultUser) },
+			[]want{{"token users", Fail, "two tokens belong to kbgen@example.com", "a different Buildkite user"}}},
+		{"the second token lacks a scope", func(f *fakebuildkite.Server) {
+			f.AddToken("bkua_second", "second")
+			f.SetTokenScopes("bkua_second", "read_builds", "read_artifacts", "read_agents", "read_pipelines")
+		}, []want{{"API token 2", Fail, `user "second"'s token lacks write_builds`, "add the missing scopes"}, {"token users", Pass, "", ""}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := fakebuildkite.New(nil)
+			defer f.Close()
+			documented(f)
+			tc.setup(f)
+			cfg := config(t, f, f.Token, f.Pipeline)
+			cfg.Others = []*client.Client{config(t, f, "bkua_second", f.Pipeline).Client}
+			checks, err := Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, checks, tc.want)
+		})
+	}
+}
+
 // expect: each wanted check has its level and words; every other check
 // passes.
 func expect(t *testing.T, checks []Check, wants []want) {

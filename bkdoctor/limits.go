@@ -13,22 +13,25 @@ const limitsCheckName = "rate limits"
 // (rate_limits.md: RateLimit-* for the organization, RateLimit-User-* for
 // the token's user) with kbgen serve's budget: its share of the
 // organization's minute must fit in it, and its per-token budget must stay
-// under the user's limit, or serve meets 429s. The newest answer that
-// reports a scope is the one read.
-func limitCheck(answers []client.Limits, cfg Config) Check {
-	var org, user client.Limit
-	for _, l := range answers {
-		if l.Org.Known {
+// under each token's user's limit, or serve meets 429s. tokens holds,
+// per token, what its newest answer said (the first token's answers
+// include the pipeline's).
+func limitCheck(tokens []client.Limits, cfg Config) Check {
+	org, user := tokens[0].Org, tokens[0].User // the newest answer's
+	for _, l := range tokens[1:] {
+		if !org.Known {
 			org = l.Org
-		}
-		if l.User.Known {
-			user = l.User
 		}
 	}
 	if !org.Known && !user.Known {
 		return Check{Name: limitsCheckName, Level: Warn,
 			Detail: "Buildkite's answers carried no RateLimit headers: kbgen serve budgets by --api-budget and --user-budget alone",
 			Fix:    fmt.Sprintf("keep them under the limits on Settings → Quotas (a new organization's: %d a minute, %d per user)", client.OrgLimit, client.UserLimit)}
+	}
+	for _, l := range tokens[1:] {
+		if l.User.Known && l.User.Limit < user.Limit {
+			user = l.User // the tightest user limit decides --user-budget
+		}
 	}
 	var fails, notes, flags []string
 	if org.Known {

@@ -1,16 +1,61 @@
 package bkdoctor
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	buildkite "github.com/buildkite/go-buildkite/v4"
 
+	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 const tokenCheckName = "API token"
+
+// tokenChecks checks each token (Client's, then Others'), and with several
+// that they are different users': kbgen serve's budget adds their
+// per-user limits up, which only different users' do. It returns what
+// each token's answer said of the rate limits.
+func tokenChecks(ctx context.Context, cfg Config) ([]Check, []client.Limits, error) {
+	var checks []Check
+	var limits []client.Limits
+	var users []string
+	for i, c := range append([]*client.Client{cfg.Client}, cfg.Others...) {
+		t, lim, err := c.AccessToken(ctx)
+		if unreachable(err) {
+			return nil, nil, &UnreachableError{err}
+		}
+		check := tokenCheck(t, err)
+		if i > 0 {
+			check.Name = fmt.Sprintf("%s %d", tokenCheckName, i+1)
+		}
+		checks, limits = append(checks, check), append(limits, lim)
+		if err == nil {
+			users = append(users, t.User.Email)
+		}
+	}
+	if len(limits) > 1 {
+		checks = append(checks, usersCheck(users, len(limits)))
+	}
+	return checks, limits, nil
+}
+
+// usersCheck fails tokens of one user: they share that user's limit.
+func usersCheck(users []string, tokens int) Check {
+	const name = "token users"
+	seen := map[string]bool{}
+	for _, u := range users {
+		if seen[u] {
+			return Check{Name: name, Level: Fail,
+				Detail: fmt.Sprintf("two tokens belong to %s: they share one per-user limit, but kbgen serve budgets --user-budget for each", u),
+				Fix:    "give each token of --token-file to a different Buildkite user (docs/backend.md)"}
+		}
+		seen[u] = true
+	}
+	return Check{Name: name, Level: Pass, Detail: fmt.Sprintf("%d tokens of %d different users: their per-user limits add up", tokens, len(users))}
+}
 
 // tokenCheck compares the token's scopes with contract.APIScopes: each
 // missing one fails a command, each extra one is what a leaked token

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gpu-mode/kbgen/bkdoctor"
+	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
@@ -17,14 +18,14 @@ func (c *DoctorCmd) runBuildkite(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	bk, err := c.newClient(g, true)
-	if err != nil {
+	cfg := bkdoctor.Config{Registry: reg, APIBudget: c.APIBudget, UserBudget: c.UserBudget,
+		ControlQueue: firstNonEmpty(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue))}
+	if cfg.Client, cfg.Others, err = c.clientPerToken(g); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
-	checks, err := bkdoctor.Run(ctx, bkdoctor.Config{Client: bk, Registry: reg, APIBudget: c.APIBudget, UserBudget: c.UserBudget,
-		ControlQueue: firstNonEmpty(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue))})
+	checks, err := bkdoctor.Run(ctx, cfg)
 	if ue := (*bkdoctor.UnreachableError)(nil); errors.As(err, &ue) {
 		return withCode(exitcode.Infra, err)
 	}
@@ -39,4 +40,23 @@ func (c *DoctorCmd) runBuildkite(g *Globals) error {
 		return silentExit(exitcode.Failure)
 	}
 	return nil
+}
+
+// clientPerToken is a client for the first token and one for each other
+// token kbgen serve would rotate: doctor checks each on its own.
+func (c *DoctorCmd) clientPerToken(g *Globals) (*client.Client, []*client.Client, error) {
+	var more []string
+	first, err := c.newClientWith(g, true, func(o *client.Options) { more, o.MoreTokens = o.MoreTokens, nil })
+	if err != nil {
+		return nil, nil, err
+	}
+	var others []*client.Client
+	for _, tok := range more {
+		oc, err := c.newClientWith(g, true, func(o *client.Options) { o.Token, o.MoreTokens = tok, nil })
+		if err != nil {
+			return nil, nil, err
+		}
+		others = append(others, oc)
+	}
+	return first, others, nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,26 +30,33 @@ func TestDoctorBuildkite(t *testing.T) {
 		fake.SetPipelineSettings(p)
 		fake.SetAgents([]fakebuildkite.AgentSpec{{Name: "control-1", Version: "3.52.1", Queue: contract.ControlQueue}})
 	}
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(fake.Token+"\nbkua_same-user\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name  string
 		setup func()
 		env   map[string]string
 		code  int
 		want  []string // in stdout, or stderr for codes 2 and 4
+		args  []string // more flags
 	}{
 		{"a new pipeline", func() {}, env(fake), 1, []string{
 			"PASS  API token: ", "FAIL  settings steps: no step runs kbgen generate --upload",
 			"      fix: Pipeline Settings → Steps: replace them", "FAIL  build triggers: ", "FAIL  queue kernelbot-control: ",
-			"WARN  queue nvidia-h100: no agents connected"}},
+			"WARN  queue nvidia-h100: no agents connected"}, nil},
 		{"the documented setup, vendor queues still empty", documented, env(fake), 0, []string{
-			"PASS  settings steps: ", "PASS  queue kernelbot-control: control queue: 1 connected", "WARN  queue amd-mi300: "}},
-		{"Buildkite unreachable", func() {}, env(down), 4, []string{"kbgen: asking Buildkite: "}},
-		{"no token", func() {}, map[string]string{"BUILDKITE_ORG": "gpu-mode", "BUILDKITE_PIPELINE": "kernelbot"}, 2, []string{"no Buildkite API token"}},
+			"PASS  settings steps: ", "PASS  queue kernelbot-control: control queue: 1 connected", "WARN  queue amd-mi300: "}, nil},
+		{"Buildkite unreachable", func() {}, env(down), 4, []string{"kbgen: asking Buildkite: "}, nil},
+		{"no token", func() {}, map[string]string{"BUILDKITE_ORG": "gpu-mode", "BUILDKITE_PIPELINE": "kernelbot"}, 2, []string{"no Buildkite API token"}, nil},
+		{"two tokens of one user in --token-file", func() { fake.AddToken("bkua_same-user", fakebuildkite.DefaultUser) }, env(fake), 1,
+			[]string{"PASS  API token 2: ", "FAIL  token users: two tokens belong to kbgen@example.com"}, []string{"--token-file", tokens}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.setup()
-			res := runKbgen(t, tc.env, "", "doctor", "--buildkite", "--timeout", "20s")
+			res := runKbgen(t, tc.env, "", append([]string{"doctor", "--buildkite", "--timeout", "20s"}, tc.args...)...)
 			out := res.stdout
 			if tc.code >= 2 {
 				out = res.stderr
@@ -60,7 +69,7 @@ func TestDoctorBuildkite(t *testing.T) {
 					t.Errorf("output lacks %q:\n%s", w, out)
 				}
 			}
-			if strings.Contains(res.stdout+res.stderr, fake.Token) {
+			if strings.Contains(res.stdout+res.stderr, fake.Token) || strings.Contains(res.stdout+res.stderr, "bkua_same-user") {
 				t.Errorf("the token shows in the output")
 			}
 		})

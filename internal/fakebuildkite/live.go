@@ -16,7 +16,8 @@ import (
 // on real `buildkite-agent start` processes that take jobs from its Agent
 // API, instead of following a Script.
 type Options struct {
-	// Pipeline is the pipeline's own steps (YAML), run when a build is
+	// Pipeline is the pipeline's own steps (YAML, its settings steps
+	// until SetPipelineSettings replaces them), run when a build is
 	// created, with the build's env interpolated as Buildkite's
 	// `pipeline upload` of .buildkite/pipeline.yml would. Default: the
 	// file .buildkite/pipeline.yml of Repo (a local path).
@@ -195,7 +196,9 @@ func (s *Server) startLiveLocked(b *build) error {
 	for k, v := range s.buildEnv(b) {
 		env[k] = v
 	}
-	specs, err := parseSteps(s.live.opts.Pipeline, env)
+	// A build starts from the pipeline's settings steps as they are
+	// now (SetPipelineSettings changes them, as an edit in the UI does).
+	specs, err := parseSteps([]byte(s.settings.Configuration), env)
 	if err != nil {
 		return err
 	}
