@@ -14,6 +14,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/golden"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/steps"
 )
 
 // goldenPlacements are agents as `kbgen node install` would place them on
@@ -50,6 +51,12 @@ func TestGoldenArgv(t *testing.T) {
 	dir := filepath.Join("..", "golden", "sandbox")
 	seen := map[string]bool{}
 	for _, v := range reg.Vendors {
+		if v.Backend == pipelinegen.BackendKubernetes {
+			name := v.Queue + "@pod.txt"
+			seen[name] = true
+			t.Run(name, func(t *testing.T) { checkGolden(t, filepath.Join(dir, name), podPlanText(t, v, host)) })
+			continue
+		}
 		for _, pl := range goldenPlacements {
 			if pl.runtime != v.Runtime {
 				continue
@@ -144,4 +151,37 @@ func checkGolden(t *testing.T, path, got string) {
 	if strings.Contains(got, "must-not-leak") {
 		t.Errorf("%s: the agent token reached the argv", path)
 	}
+}
+
+// podPlanText is what the Kubernetes step's sandbox runs in its pod
+// (steps.KubernetesCommand), as `--dry-run` prints it: the environment
+// the agent's bootstrap has there (the image's, the agent's own directory
+// first on PATH, the build path under /workspace, the token).
+func podPlanText(t *testing.T, v *pipelinegen.Vendor, host Host) string {
+	t.Helper()
+	job, err := pipelinegen.ExampleJobFor(v, v.PreferMode(payload.ModeLeaderboard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipelinegen.Generate(pipelinegen.Job{Input: job, Queue: v.Queue, RunID: "run-42"}, v, pipelinegen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := agentEnv(t, p.Steps[0].(*pipeline.CommandStep), map[string]string{
+		"PATH":                         steps.KubernetesWorkspace + ":/opt/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"VIRTUAL_ENV":                  "/opt/venv",
+		"PYTHONUNBUFFERED":             "1",
+		contract.EnvBuildPath:          steps.KubernetesWorkspace + "/build",
+		"BUILDKITE_AGENT_ACCESS_TOKEN": "agent-token-must-not-leak",
+	})
+	if v.Runtime != contract.RuntimeROCm {
+		// An NVIDIA pod has no /dev/kfd or render nodes.
+		host.KFD, host.Glob = "", func(string) ([]string, error) { return nil, nil }
+	}
+	req := Request{Launcher: LauncherProcess, Command: strings.Fields(steps.RunCommand), RunnerBinary: ContainerRunner, Protect: []string{steps.KubernetesWorkspace}, Host: &host}
+	j, err := newProcessJob(lookup(env), req, jobInput{encoded: "-", hasPayload: true, jobID: env["BUILDKITE_JOB_ID"]})
+	if err != nil {
+		return "error: " + err.Error() + "\n"
+	}
+	return "# " + v.Queue + " in its pod: kbgen sandbox --launcher process --protect " + steps.KubernetesWorkspace + " --dry-run -- " + steps.RunCommand + "\n" + j.Spec.String()
 }

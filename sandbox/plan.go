@@ -76,6 +76,9 @@ type Host struct {
 	KFD string
 	// Stat describes a device file; nil means os.Stat.
 	Stat func(path string) (Device, error)
+	// Glob lists device files (the process launcher's render nodes); nil
+	// means filepath.Glob.
+	Glob func(pattern string) ([]string, error)
 }
 
 // Device is what Plan needs to know about a device file.

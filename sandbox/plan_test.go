@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,6 +37,16 @@ func fakeHost(t testing.TB, devices map[string]Device) Host {
 				return d, nil
 			}
 			return Device{}, &fs.PathError{Op: "stat", Path: p, Err: fs.ErrNotExist}
+		},
+		Glob: func(pattern string) ([]string, error) {
+			var paths []string
+			for p := range devices {
+				if ok, _ := filepath.Match(pattern, p); ok {
+					paths = append(paths, p)
+				}
+			}
+			slices.Sort(paths)
+			return paths, nil
 		},
 	}
 }

@@ -8,13 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -105,7 +108,9 @@ type processResult struct {
 
 // run runs the real CLI as the pod's command would, with the agent's
 // token (a planted one) in the sandbox's own environment.
-func (p processPod) run(t *testing.T, submission string) processResult {
+// With cancel, the sandbox gets SIGTERM (the agent's cancel) once the
+// submission has written "started" to its facts.
+func (p processPod) run(t *testing.T, submission string, cancel bool) processResult {
 	t.Helper()
 	job, err := json.Marshal(map[string]any{
 		"lang": "py", "mode": "test", "main": "eval.py", "tests": []map[string]any{{"n": 1}},
@@ -118,8 +123,8 @@ func (p processPod) run(t *testing.T, submission string) processResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer stop()
 	user := strconv.Itoa(p.uid) + ":" + strconv.Itoa(p.uid)
 	cmd := exec.CommandContext(ctx, filepath.Join(p.bin, "kbgen"), "sandbox", "--launcher", "process", "--user", user,
 		"--work-dir", p.work, "--protect", p.workspace, "--stage-dir", filepath.Join(p.root, "stage"),
@@ -130,8 +135,24 @@ func (p processPod) run(t *testing.T, submission string) processResult {
 		contract.EnvPayload + "=" + enc,
 		contract.EnvRunID + "=process-test",
 	}
-	out, err := cmd.CombinedOutput()
-	r := processResult{log: string(out), facts: map[string]string{}}
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if cancel {
+		go func() {
+			for ctx.Err() == nil {
+				if b, _ := os.ReadFile(filepath.Join(p.facts, "facts")); strings.Contains(string(b), "started") {
+					_ = cmd.Process.Signal(syscall.SIGTERM)
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
+	err = cmd.Wait()
+	r := processResult{log: out.String(), facts: map[string]string{}}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		r.code = ee.ExitCode()
@@ -195,15 +216,20 @@ echo "$frame"; echo "$frame" >&2
 		verified   bool
 		exit       int // -1: the runner's own
 		facts      map[string]string
+		cancel     bool
 	}{
-		{"read the token, the log and the workspace", probe, true, -1, held},
-		{"forge the result and the envelope", forge, true, -1, nil},
-		{"kill the runner", forge + "kill -KILL $PPID\nsleep 5\n", false, 137, nil},
+		{"read the token, the log and the workspace", probe, true, -1, held, false},
+		{"forge the result and the envelope", forge, true, -1, nil, false},
+		{"kill the runner", forge + "kill -KILL $PPID\nsleep 5\n", false, 137, nil, false},
+		// The agent's cancel reaches the sandbox, which SIGTERMs the
+		// runner's group: its own sealed result says cancelled (143,
+		// not retried), and the submission is gone with it.
+		{"cancelled by the agent", forge + "echo started >> " + facts + "\nsleep 60\n", true, 143, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			os.Remove(facts)
-			r := pod.run(t, tt.submission)
+			r := pod.run(t, tt.submission, tt.cancel)
 			t.Logf("exit %d; facts %v; published %.200s", r.code, r.facts, r.res)
 			if strings.Contains(r.res, forgedMarker) {
 				t.Fatalf("the forged result was published:\n%s\nlog:\n%s", r.res, tail(r.log, 30))
@@ -301,5 +327,32 @@ func TestKubernetesCommandIsTheProcessLauncher(t *testing.T) {
 	}
 	if !strings.HasPrefix(steps.KubernetesResults, steps.KubernetesWorkspace+"/") {
 		t.Errorf("%s is not inside the protected %s", steps.KubernetesResults, steps.KubernetesWorkspace)
+	}
+}
+
+// TestDeviceGroups: a ROCm pod's step gets the groups of its device files
+// (char devices only), never root's group; an NVIDIA pod's none.
+func TestDeviceGroups(t *testing.T) {
+	t.Parallel()
+	withRoot := map[string]Device{"/dev/dri/renderD129": {CharDevice: true, GID: 0}}
+	for k, d := range amdDevices {
+		withRoot[k] = d
+	}
+	tests := []struct {
+		name    string
+		devices map[string]Device
+		want    []int
+	}{
+		{"ROCm", amdDevices, []int{110, 44}},
+		{"a render node of root's group", withRoot, []int{110, 44}},
+		{"NVIDIA", map[string]Device{"/dev/nvidia0": {CharDevice: true, GID: 0}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := deviceGroups(fakeHost(t, tt.devices)); !slices.Equal(got, tt.want) {
+				t.Errorf("deviceGroups = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

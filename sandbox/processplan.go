@@ -171,7 +171,10 @@ func deviceGroups(host Host) []int {
 	if host.Stat == nil {
 		host.Stat = statDevice
 	}
-	paths, _ := filepath.Glob("/dev/dri/renderD*")
+	if host.Glob == nil {
+		host.Glob = filepath.Glob
+	}
+	paths, _ := host.Glob("/dev/dri/renderD*")
 	if host.KFD != "" {
 		paths = append([]string{host.KFD}, paths...)
 	}
