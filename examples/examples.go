@@ -11,6 +11,7 @@ package examples
 import (
 	"embed"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"slices"
@@ -137,4 +138,15 @@ func Config(example string, mode payload.Mode, submission string) (*payload.Conf
 		return nil, fmt.Errorf("example %s: %w", example, err)
 	}
 	return cfg, nil
+}
+
+// WriteList writes each example, its description and its submissions
+// (kbgen local --list).
+func WriteList(w io.Writer) error {
+	for _, e := range List() {
+		if _, err := fmt.Fprintf(w, "%-10s %s\n           submissions: %s\n", e.Name, e.Description, strings.Join(e.Submissions, ", ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }

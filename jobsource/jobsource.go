@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/examples"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/task"
 )
@@ -51,6 +52,9 @@ type UsageError struct{ Err error }
 
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
+
+// ExitCode makes a usage error exit 2 (exitcode.Coder).
+func (e *UsageError) ExitCode() int { return exitcode.Usage }
 
 func usagef(format string, args ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, args...)}

@@ -3,19 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 
-	"github.com/buildkite/go-pipeline"
-	"github.com/lestrrat-go/jwx/v3/jwk"
-
-	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/version"
-	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
-	"github.com/gpu-mode/kbgen/signing"
 )
 
 // GenerateCmd is the bootstrap step's command: job from the build env in,
@@ -34,8 +25,6 @@ type GenerateCmd struct {
 	// Buildkite's signature, without a key (it cannot verify) or with one
 	// (it drops the step's plugins before checking: fixed in v3.53.0).
 	AgentSignature bool `help:"Also sign each step with Buildkite's own step signature, for a fleet whose agents (v3.53 or newer) verify it with job-verification-jwks-path. buildkite-agent v3.52.1 refuses every step that carries one. Default: KBGEN_AGENT_SIGNATURE=1."`
-
-	key jwk.Key // loaded from SigningKey by Run
 }
 
 func (c *GenerateCmd) Help() string {
@@ -73,113 +62,16 @@ upload, signing or other failure.`
 }
 
 func (c *GenerateCmd) Run(g *Globals) error {
-	// A bad key must fail before anything is read or uploaded, and the same
-	// way whether or not the build carries a job.
-	if err := c.loadSigningKey(g); err != nil {
-		return err
-	}
-	reg, err := loadRegistry(g, c.Vendors)
-	if err != nil {
-		return err
-	}
-	p, noJob, err := pipelinegen.FromBuild(reg, pipelinegen.Build{PayloadFile: c.PayloadFile, Stdin: g.Stdin, Queue: c.Queue, Lookup: g.LookupEnv}, pipelinegen.Options{GeneratorVersion: version.Version})
-	switch {
-	case pipelinegen.IsUsage(err):
-		return withCode(exitcode.Usage, err)
-	case err != nil:
-		return err
-	case noJob:
-		fmt.Fprintln(g.Stderr, "kbgen: no Kernelbot job in this build (no KERNELBOT_PAYLOAD): emitting a pipeline with no eval step")
-	}
-	return c.emit(g, p)
-}
-
-func (c *GenerateCmd) emit(g *Globals, p *pipeline.Pipeline) error {
-	if err := c.sign(g, p); err != nil {
-		return err
-	}
-	doc, err := pipelinegen.Marshal(p)
-	if err != nil {
-		return err
-	}
-	if !c.Upload {
-		_, err := g.Stdout.Write(doc)
-		return err
-	}
-	agent, err := bkagent.Find(c.Agent, g.Environ())
-	if err != nil {
-		return fmt.Errorf("uploading pipeline: %w (run inside a Buildkite job, or print the pipeline without --upload)", err)
-	}
-	ctx := context.Background()
-	// A bootstrap retried after its upload (its agent lost on the way out)
-	// must not upload a second eval step.
-	done, err := agent.MetaDataExists(ctx, contract.MetaDataUploaded)
-	if err != nil {
-		return err
-	}
-	if done {
-		fmt.Fprintf(g.Stderr, "kbgen: this build's pipeline was already uploaded (meta-data %s is set: a retried bootstrap); not uploading it again\n", contract.MetaDataUploaded)
-		return nil
-	}
-	if err := agent.PipelineUpload(ctx, doc); err != nil {
-		return err
-	}
-	fmt.Fprintln(g.Stderr, "kbgen: pipeline uploaded")
-	if err := agent.MetaDataSet(ctx, contract.MetaDataUploaded, []byte(g.Getenv(contract.EnvJobID))); err != nil {
-		// The upload stands; only a retry of this job would upload again,
-		// and Buildkite refuses its duplicate step key.
-		fmt.Fprintf(g.Stderr, "kbgen: warning: could not record the upload in meta-data %s: %v\n", contract.MetaDataUploaded, err)
-	}
-	return nil
-}
-
-// loadSigningKey resolves the signing flags and their env defaults and
-// loads the key, so a missing or wrong key fails before any work.
-func (c *GenerateCmd) loadSigningKey(g *Globals) error {
-	c.SigningKey = cmp.Or(c.SigningKey, g.Getenv(contract.EnvSigningKey))
-	if c.SigningKey == "" {
-		return nil
-	}
-	c.SigningKeyID = cmp.Or(c.SigningKeyID, g.Getenv(contract.EnvSigningKeyID))
-	c.RepoURL = cmp.Or(c.RepoURL, g.Getenv(contract.EnvRepo))
-	if c.RepoURL == "" {
-		return withCode(exitcode.Usage, errors.New("signing binds the repository URL: pass --repo-url or set BUILDKITE_REPO"))
-	}
-	key, err := signing.LoadPrivate(c.SigningKey, c.SigningKeyID)
-	if err != nil {
-		return err
-	}
-	c.key = key
-	return nil
-}
-
-func (c *GenerateCmd) sign(g *Globals, p *pipeline.Pipeline) error {
-	if c.key == nil {
-		return nil
-	}
-	// The build's payload, as the eval job will see it; "" when it has
-	// none in the env (a --payload-file run), as the sandbox would see it.
-	sum := ""
-	if encoded, err := payload.JoinEnv(g.LookupEnv); err == nil {
-		sum = payload.Checksum(encoded)
-	}
-	if err := pipelinegen.SignEvalStep(p, c.key, sum); err != nil {
-		return err
-	}
-	if c.AgentSignature || g.Getenv(contract.EnvAgentSignature) == "1" {
-		if err := pipelinegen.Sign(context.Background(), p, c.key, c.RepoURL); err != nil {
-			return err
-		}
-	}
-	signed := 0
-	for _, s := range p.Steps {
-		if cs, ok := s.(*pipeline.CommandStep); ok && (cs.Signature != nil || cs.Env[contract.EnvStepSignature] != "") {
-			signed++
-		}
-	}
-	if signed > 0 {
-		id, _ := c.key.KeyID()
-		fmt.Fprintf(g.Stderr, "kbgen: signed %d step(s) with key %q for %s\n", signed, id, c.RepoURL)
-	}
-	return nil
+	return pipelinegen.Bootstrap(context.Background(), pipelinegen.BootstrapOptions{
+		Signing: pipelinegen.Signing{
+			KeyFile:        cmp.Or(c.SigningKey, g.Getenv(contract.EnvSigningKey)),
+			KeyID:          cmp.Or(c.SigningKeyID, g.Getenv(contract.EnvSigningKeyID)),
+			RepoURL:        cmp.Or(c.RepoURL, g.Getenv(contract.EnvRepo)),
+			AgentSignature: c.AgentSignature || g.Getenv(contract.EnvAgentSignature) == "1",
+		},
+		Vendors: cmp.Or(c.Vendors, g.Getenv(contract.EnvVendors)),
+		Build:   pipelinegen.Build{PayloadFile: c.PayloadFile, Stdin: g.Stdin, Queue: c.Queue, Lookup: g.LookupEnv},
+		Options: pipelinegen.Options{GeneratorVersion: version.Version},
+		Upload:  c.Upload, Agent: c.Agent, Environ: g.Environ(), Stdout: g.Stdout, Log: g.Stderr,
+	})
 }

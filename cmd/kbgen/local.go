@@ -2,17 +2,10 @@ package main
 
 import (
 	"cmp"
-	"fmt"
-	"strings"
 
 	"github.com/gpu-mode/kbgen/examples"
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/internal/exitcode"
-	"github.com/gpu-mode/kbgen/jobsource"
-	"github.com/gpu-mode/kbgen/payload"
-	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/runner"
-	"github.com/gpu-mode/kbgen/steps"
 )
 
 // LocalCmd runs a whole job on this machine: generate its pipeline, then
@@ -62,79 +55,15 @@ example profile mode without a GPU), 2 bad flags.`
 
 func (c *LocalCmd) Run(g *Globals) error {
 	if c.List {
-		for _, e := range examples.List() {
-			fmt.Fprintf(g.Stdout, "%-10s %s\n           submissions: %s\n", e.Name, e.Description, strings.Join(e.Submissions, ", "))
-		}
-		return nil
+		return examples.WriteList(g.Stdout)
 	}
-	in, err := c.load(g, jobsource.Options{DefaultExample: true, DefaultMode: payload.ModeLeaderboard})
-	if err != nil {
-		return err
-	}
-	cfg := in.Config
-	step, err := c.evalStep(g, in)
-	if err != nil {
-		return err
-	}
-	if !c.JSON {
-		fmt.Fprintf(g.Stderr, "kbgen local: %s job, mode %s; pipeline for queue %s: eval step %q, timeout %s\n", cfg.Lang, cfg.Mode, step.Queue, steps.RunCommand, step.Timeout())
-	}
-
 	ctx, stop := signalContext()
 	defer stop()
-	probe, err := runner.LoadProbe(ctx, c.System, g.Environ())
-	if err != nil {
-		return withCode(runner.ExitCode(err), err)
-	}
-	opts := runner.Options{WorkDir: c.Workdir, Environ: g.Environ(), Probe: probe, MaxTimeout: step.Timeout()}
-	if !c.JSON {
-		opts.Log = g.Stderr
-	}
-	res, runErr := runner.Evaluate(ctx, cfg, opts)
-
-	if !c.JSON {
-		runner.WriteSummary(g.Stderr, cfg.Mode, res)
-	}
-	if err := c.print(g, res); err != nil {
-		return err
-	}
-	switch {
-	case runErr != nil:
-		return withCode(runner.ExitCode(runErr), runErr)
-	case !runner.AllPassed(res):
-		return silentExit(exitcode.Failure)
-	}
-	return nil
-}
-
-// evalStep plans the job's eval step as the bootstrap step would, on
-// --queue, else KERNELBOT_QUEUE, else the registry's first queue.
-func (c *LocalCmd) evalStep(g *Globals, in *payload.Input) (*steps.Eval, error) {
-	reg, err := loadRegistry(g, c.Vendors)
-	if err != nil {
-		return nil, err
-	}
-	vendor, err := reg.LookupOrFirst(cmp.Or(c.Queue, g.Getenv(contract.EnvQueue)))
-	if err != nil {
-		return nil, withCode(exitcode.Usage, err)
-	}
-	return pipelinegen.PlanEval(pipelinegen.Job{Input: in, RunID: "local", Queue: vendor.Queue}, vendor, pipelinegen.Options{})
-}
-
-func (c *LocalCmd) print(g *Globals, res *payload.FullResult) error {
-	if c.Out != "" {
-		if _, err := runner.WriteResult(c.Out, res); err != nil {
-			return err
-		}
-		if !c.JSON {
-			fmt.Fprintf(g.Stderr, "kbgen local: wrote %s\n", c.Out)
-		}
-		return nil
-	}
-	b, err := runner.MarshalResult(res)
-	if err != nil {
-		return err
-	}
-	_, err = g.Stdout.Write(b)
+	_, err := runner.Local(ctx, runner.LocalOptions{
+		Job: c.source(), Stdin: g.Stdin,
+		Queue: cmp.Or(c.Queue, g.Getenv(contract.EnvQueue)), Vendors: cmp.Or(c.Vendors, g.Getenv(contract.EnvVendors)),
+		Out: c.Out, Stdout: g.Stdout, WorkDir: c.Workdir, SystemFile: c.System, Environ: g.Environ(),
+		Log: g.Stderr, Quiet: c.JSON,
+	})
 	return err
 }

@@ -1,12 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"net"
-	"os"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
@@ -33,12 +27,9 @@ type ServeCmd struct {
 
 func (c *ServeCmd) Run(g *Globals) error {
 	serverToken := g.Getenv(contract.EnvServerToken)
-	network, addr, err := listenAddr(c.Listen)
+	endpoint, err := serve.ParseListen(c.Listen, serverToken)
 	if err != nil {
-		return withCode(exitcode.Usage, err)
-	}
-	if network == "tcp" && serverToken == "" {
-		return withCode(exitcode.Usage, errors.New("KBGEN_SERVER_TOKEN is required to listen on TCP: clients send it as a bearer token"))
+		return err
 	}
 	reg, err := loadRegistry(g, c.Vendors)
 	if err != nil {
@@ -70,23 +61,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := svc.Start(ctx); err != nil {
-		return withCode(exitcode.Infra, err)
-	}
-	ln, err := listen(network, addr)
-	if err != nil {
-		return withCode(exitcode.Usage, err)
-	}
-	where := "http://" + ln.Addr().String()
-	if network == "unix" {
-		where = "unix:" + addr
-	}
-	fmt.Fprintf(g.Stderr, "kbgen serve: listening on %s (API budget %d/min: %d token(s) × %d/min, poll every %s)\n", where, budget.Effective(), budget.Users(), budget.PerUser, svc.PollEvery().Round(time.Millisecond))
-	if err := svc.Serve(ctx, ln, serverToken, serve.DefaultLimits); err != nil {
-		return withCode(exitcode.Infra, err)
-	}
-	fmt.Fprintln(g.Stderr, "kbgen serve: stopped; builds in flight go on and are resumed at the next start")
-	return nil
+	return svc.Run(ctx, endpoint, serverToken, serve.DefaultLimits)
 }
 
 // orphanGrace maps --orphan-grace 0 (never) to the service's "never".
@@ -95,45 +70,6 @@ func orphanGrace(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-// listenAddr checks --listen: a loopback TCP address or a unix socket.
-func listenAddr(s string) (network, addr string, err error) {
-	if path, ok := strings.CutPrefix(s, "unix:"); ok {
-		if path == "" {
-			return "", "", errors.New("--listen unix: needs a path, e.g. unix:/run/kbgen/serve.sock")
-		}
-		return "unix", path, nil
-	}
-	host, _, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", "", fmt.Errorf("--listen %q: %v (want 127.0.0.1:PORT or unix:/path)", s, err)
-	}
-	ip := net.ParseIP(host)
-	if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return "", "", fmt.Errorf("--listen %q: not a loopback address; kbgen serve runs beside the backend (put a TLS proxy in front to expose it)", s)
-	}
-	return "tcp", s, nil
-}
-
-func listen(network, addr string) (net.Listener, error) {
-	if network == "unix" {
-		_ = os.Remove(addr) // a socket left by a killed service
-		// Created 0600 from the start (no moment where another user could
-		// connect); the chmod below only makes it explicit.
-		old := syscall.Umask(0o177)
-		ln, err := net.Listen("unix", addr)
-		syscall.Umask(old)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.Chmod(addr, 0o600); err != nil {
-			ln.Close()
-			return nil, err
-		}
-		return ln, nil
-	}
-	return net.Listen(network, addr)
 }
 
 // Help is the detailed help under the flags list.
