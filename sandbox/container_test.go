@@ -114,7 +114,7 @@ else
   echo pids.max=$(cat $cg/pids/pids.max)
 fi
 echo cpus_allowed=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
-echo shm_kb=$(df -k /dev/shm | tail -1 | awk '{print $2}')
+echo shm_kb=$(df -k /dev/shm | tail -1 | awk '{print $2}') shm_inodes=$(df -i /dev/shm | tail -1 | awk '{print $2}')
 echo net=$(ls /sys/class/net | tr '\n' ' ')
 echo capeff=$(grep CapEff /proc/self/status | cut -f2)
 echo capbnd=$(grep CapBnd /proc/self/status | cut -f2)
@@ -176,6 +176,7 @@ func TestContainerIsolation(t *testing.T) {
 		"memory.max":    strconv.Itoa(192 << 20),
 		"pids.max":      "128",
 		"shm_kb":        strconv.Itoa(32 << 10),
+		"shm_inodes":    strconv.Itoa(ShmInodes),
 		"net":           "lo",
 		"capeff":        "0000000000000000",
 		"capbnd":        "0000000000000000",

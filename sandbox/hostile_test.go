@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -30,7 +31,7 @@ func TestHostileSubmissionsInContainer(t *testing.T) {
 		{"find a route out", `[ -z "$(ip route)" ] && echo blocked`, "blocked", "--network none"},
 		{"write outside the work dir", `for p in /etc/x /usr/x /bin/x /x /kbgen/x; do (echo > $p) 2>/dev/null && echo "wrote $p"; done; echo done`, "done", "--read-only"},
 		{"replace the runner", `(cp /bin/busybox /usr/local/bin/kbgen) 2>/dev/null || echo blocked`, "blocked", "--mount …/usr/local/bin/kbgen,readonly"},
-		{"fill /dev/shm", `dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>/dev/null; echo shm_kb=$(du -k /dev/shm/fill | cut -f1)`, "shm_kb=16384", "--shm-size"},
+		{"fill /dev/shm", `dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>/dev/null; echo shm_kb=$(du -k /dev/shm/fill | cut -f1)`, "shm_kb=16384", "--tmpfs /dev/shm:…,size="},
 		{"fill the disk", `dd if=/dev/zero of=/work/fill bs=1M count=512 2>/dev/null; echo dd=$?`, "dd=1", "--tmpfs size / --memory"},
 		{"read the agent token", `cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -c -e BUILDKITE_ -e ` + plantedSecret + ` || echo none`, "none", "--env allow-list"},
 	}
@@ -41,6 +42,20 @@ func TestHostileSubmissionsInContainer(t *testing.T) {
 				t.Errorf("attack not stopped by %s: exit %d\nstdout:\n%s\nstderr:\n%s", tt.flag, r.code, r.stdout, r.stderr)
 			}
 		})
+	}
+}
+
+// TestHostileFillsShmInodes: 70,000 empty files in /dev/shm (no bytes,
+// so the size bound does not stop them) stop at ShmInodes, inside the
+// container. The memory limit leaves room for that many inodes.
+func TestHostileFillsShmInodes(t *testing.T) {
+	cfg := steps.GPUDockerConfig{GPUs: 1, CPUs: 1, Memory: "256m", ShmSize: "16m", PidsLimit: 128, Network: "none"}
+	script := fmt.Sprintf(`cd /dev/shm && seq 1 70000 | xargs touch 2>/dev/null; n=$(ls | wc -l); echo "shm_files=$n"
+[ "$n" -ge %d ] && [ "$n" -lt %d ] && echo bounded`, ShmInodes-16, ShmInodes)
+	r := runInSandbox(t, cfg, script)
+	t.Logf("%s", strings.TrimSpace(r.stdout))
+	if !strings.Contains(r.stdout, "bounded") {
+		t.Errorf("/dev/shm's files were not stopped just below %d: exit %d\nstdout:\n%s\nstderr:\n%s", ShmInodes, r.code, r.stdout, r.stderr)
 	}
 }
 

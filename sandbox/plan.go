@@ -65,7 +65,14 @@ const (
 	// ScratchInodes bounds /work and /tmp each: compilers, PyTorch and
 	// Triton caches write thousands of files, never a million.
 	ScratchInodes = 1 << 20
+	// ShmInodes bounds /dev/shm: PyTorch's shared tensors, NCCL's and
+	// RCCL's buffers and Python's semaphores are a few files per process
+	// or peer, never tens of thousands.
+	ShmInodes = 1 << 16
 )
+
+// ContainerShm is the container's POSIX shared memory, its own tmpfs.
+const ContainerShm = "/dev/shm"
 
 // Host is what Plan reads from the machine besides the environment, so
 // tests can describe a machine they are not running on.
@@ -197,11 +204,37 @@ func (s *Spec) Summary() string {
 			continue
 		}
 		switch l[0] {
-		case "--gpus", "--device", "--cpuset-cpus", "--cpuset-mems", "--memory", "--shm-size", "--pids-limit", "--network":
+		case "--gpus", "--device", "--cpuset-cpus", "--cpuset-mems", "--memory", "--pids-limit", "--network":
 			parts = append(parts, strings.TrimPrefix(l[0], "--")+" "+l[1])
+		}
+		if l[0] == "--memory" && s.ShmSize() != "" {
+			parts = append(parts, "shm-size "+s.ShmSize())
 		}
 	}
 	return s.Name + ": " + strings.Join(parts, ", ")
+}
+
+// shmTmpfs is the --tmpfs value of /dev/shm of the given size.
+func shmTmpfs(shm size.Bytes) string {
+	return fmt.Sprintf("%s:rw,noexec,nosuid,nodev,size=%s,nr_inodes=%d,mode=1777", ContainerShm, shm.String(), ShmInodes)
+}
+
+// ShmSize is /dev/shm's size as planned (docker's syntax); "" when the
+// spec mounts none.
+func (s *Spec) ShmSize() string {
+	for _, l := range s.Lines {
+		if len(l) != 2 || l[0] != "--tmpfs" {
+			continue
+		}
+		if opts, ok := strings.CutPrefix(l[1], ContainerShm+":"); ok {
+			for _, o := range strings.Split(opts, ",") {
+				if v, ok := strings.CutPrefix(o, "size="); ok {
+					return v
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // Plan combines the step's request (cfg) with this agent's placement into
@@ -310,7 +343,6 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 			return nil, refusef("shm-size: %s asked, this agent allows %s", shm, shmCap)
 		}
 	}
-	add("--shm-size", shm.String())
 
 	pids := DefaultPidsLimit
 	if pl.PidsMax > 0 {
@@ -341,6 +373,11 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	add("--tmpfs", fmt.Sprintf("%s:rw,exec,nosuid,nodev,size=%s,nr_inodes=%d,uid=%s,gid=%s,mode=0700", ContainerWorkDir, mem.String(), ScratchInodes, uid, gid))
 	add("--tmpfs", fmt.Sprintf("/tmp:rw,exec,nosuid,nodev,size=%s,nr_inodes=%d,mode=1777", mem.String(), ScratchInodes))
 	add("--tmpfs", fmt.Sprintf("%s:rw,noexec,nosuid,nodev,size=%s,nr_inodes=%d,uid=%s,gid=%s,mode=0700", ContainerOutDir, min(OutDirSize, mem).String(), OutDirInodes, uid, gid))
+	// /dev/shm as a tmpfs of ours instead of --shm-size, which sets only
+	// the size: docker then mounts no shm of its own (the IPC namespace is
+	// still private), and the inodes are bounded as the others are.
+	// docker's own options (noexec, nosuid, nodev, mode 1777) are kept.
+	add("--tmpfs", shmTmpfs(shm))
 	add("--workdir", ContainerWorkDir)
 	add("--mount", "type=bind,source="+opts.RunnerBinary+",target="+ContainerRunner+",readonly")
 	if opts.PayloadFile != "" {

@@ -99,7 +99,6 @@ func TestPlanNVIDIA(t *testing.T) {
 		"--cpuset-mems":  {"0"},
 		"--memory":       {"200g"},
 		"--memory-swap":  {"200g"},
-		"--shm-size":     {"32g"},
 		"--pids-limit":   {"4096"},
 		"--network":      {"none"},
 		"--cap-drop":     {"ALL"},
@@ -120,6 +119,7 @@ func TestPlanNVIDIA(t *testing.T) {
 		"type=bind,source=/tmp/kbgen-job-1/payload,target=/kbgen/payload,readonly",
 		"/work:rw,exec,nosuid,nodev,size=200g,nr_inodes=1048576,uid=1000,gid=1000,mode=0700",
 		"/kbgen/out:rw,noexec,nosuid,nodev,size=256m,nr_inodes=1024,uid=1000,gid=1000,mode=0700",
+		"--tmpfs /dev/shm:rw,noexec,nosuid,nodev,size=32g,nr_inodes=65536,mode=1777",
 		"--entrypoint /usr/local/bin/kbgen kbgen-runner:test run --payload-file /kbgen/payload --out /kbgen/out/result.json --no-upload --sealed",
 	} {
 		if !strings.Contains(argv, must) {
@@ -129,7 +129,7 @@ func TestPlanNVIDIA(t *testing.T) {
 	// No bind mount is writable: every writable path is a tmpfs.
 	// No --init: the sealed runner is PID 1 (no dumpable PID 1 whose
 	// /proc/1/fd the submission could open).
-	for _, never := range []string{"secret", "BUILDKITE_", "KERNELBOT_PAYLOAD", "--privileged", "--runtime", "target=/kbgen/out", "--init"} {
+	for _, never := range []string{"secret", "BUILDKITE_", "KERNELBOT_PAYLOAD", "--privileged", "--runtime", "target=/kbgen/out", "--init", "--shm-size"} {
 		if strings.Contains(argv, never) {
 			t.Errorf("argv contains %q:\n%s", never, s)
 		}
@@ -211,12 +211,14 @@ func TestPlanDefaults(t *testing.T) {
 	for name, want := range map[string]string{
 		"--cpuset-cpus": "36-47,148-159", // the whole agent cpuset
 		"--memory":      "4g",            // the agent's memory
-		"--shm-size":    "4g",            // default 8g capped at the memory
 		"--pids-limit":  "4096",
 	} {
 		if got := flagValues(s, name); len(got) != 1 || got[0] != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
+	}
+	if got := s.ShmSize(); got != "4g" { // default 8g capped at the memory
+		t.Errorf("/dev/shm size = %q, want 4g", got)
 	}
 }
 
@@ -237,7 +239,7 @@ func TestPlanSizes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m, shm := flagValues(s, "--memory"), flagValues(s, "--shm-size"); len(m) != 1 || m[0] != tt.wantMemory || len(shm) != 1 || shm[0] != tt.wantShm {
+			if m, shm := flagValues(s, "--memory"), s.ShmSize(); len(m) != 1 || m[0] != tt.wantMemory || shm != tt.wantShm {
 				t.Errorf("--memory %q, --shm-size %q; want %s, %s", m, shm, tt.wantMemory, tt.wantShm)
 			}
 		})
