@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 )
 
@@ -64,6 +65,10 @@ type UnreachableError struct{ Err error }
 
 func (e *UnreachableError) Error() string { return "asking Buildkite: " + e.Err.Error() }
 func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// ExitCode makes an unreachable Buildkite exit 4 (exitcode.Coder):
+// nothing was checked, so no check failed.
+func (e *UnreachableError) ExitCode() int { return exitcode.Infra }
 
 // Run reads the organization and returns every check, in order: the
 // token, the pipeline's settings, the queues, the rate limits. An error

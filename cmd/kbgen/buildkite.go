@@ -41,12 +41,12 @@ func (f *BuildkiteFlags) newClientWith(g *Globals, needPipeline bool, adjust fun
 	if f.TokenFile != "" {
 		b, err := os.ReadFile(f.TokenFile)
 		if err != nil {
-			return nil, withCode(exitcode.Usage, fmt.Errorf("reading --token-file: %w", err))
+			return nil, exitcode.With(exitcode.Usage, fmt.Errorf("reading --token-file: %w", err))
 		}
 		tokens = tokenLines(string(b))
 	}
 	if len(tokens) == 0 {
-		return nil, withCode(exitcode.Usage, errors.New("no Buildkite API token: set BUILDKITE_API_TOKEN or pass --token-file"))
+		return nil, exitcode.With(exitcode.Usage, errors.New("no Buildkite API token: set BUILDKITE_API_TOKEN or pass --token-file"))
 	}
 	opts := client.Options{
 		APIURL:     firstNonEmpty(f.APIURL, g.Getenv(contract.EnvAPIURL)),
@@ -56,10 +56,10 @@ func (f *BuildkiteFlags) newClientWith(g *Globals, needPipeline bool, adjust fun
 		MoreTokens: tokens[1:],
 	}
 	if opts.Org == "" {
-		return nil, withCode(exitcode.Usage, errors.New("no Buildkite organization: pass --org or set BUILDKITE_ORG"))
+		return nil, exitcode.With(exitcode.Usage, errors.New("no Buildkite organization: pass --org or set BUILDKITE_ORG"))
 	}
 	if needPipeline && opts.Pipeline == "" {
-		return nil, withCode(exitcode.Usage, errors.New("no Buildkite pipeline: pass --pipeline or set BUILDKITE_PIPELINE"))
+		return nil, exitcode.With(exitcode.Usage, errors.New("no Buildkite pipeline: pass --pipeline or set BUILDKITE_PIPELINE"))
 	}
 	if f.Debug {
 		opts.Debug = g.Stderr
@@ -72,7 +72,7 @@ func (f *BuildkiteFlags) newClientWith(g *Globals, needPipeline bool, adjust fun
 	}
 	c, err := client.New(opts)
 	if err != nil {
-		return nil, withCode(exitcode.Usage, err)
+		return nil, exitcode.With(exitcode.Usage, err)
 	}
 	return c, nil
 }
@@ -127,7 +127,7 @@ func reportOutcome(g *Globals, p *client.Progress, out *client.Outcome) error {
 	code := out.Status.ExitCode()
 	b, err := json.Marshal(out.Result)
 	if err != nil {
-		return withCode(exitcode.Failure, fmt.Errorf("encoding result: %w", err))
+		return exitcode.With(exitcode.Failure, fmt.Errorf("encoding result: %w", err))
 	}
 	fmt.Fprintf(g.Stdout, "%s\n", b)
 	done := client.Event{Kind: "done", Success: &out.Result.Success, Exit: &code, Error: out.Result.Error,
@@ -139,7 +139,7 @@ func reportOutcome(g *Globals, p *client.Progress, out *client.Outcome) error {
 	if code == exitcode.OK {
 		return nil
 	}
-	return silentExit(code)
+	return exitcode.Silent(code)
 }
 
 // newRunID names a run that the caller did not name.

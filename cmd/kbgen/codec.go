@@ -22,7 +22,7 @@ func (c *EncodeCmd) Run(g *Globals) error {
 	flags := c.JobFlags
 	if c.File != "" {
 		if flags.PayloadFile != "" {
-			return withCode(exitcode.Usage, errors.New("give the job file once: as FILE or as --payload-file"))
+			return exitcode.With(exitcode.Usage, errors.New("give the job file once: as FILE or as --payload-file"))
 		}
 		flags.PayloadFile = c.File
 	}
@@ -69,13 +69,9 @@ func (c *DecodeCmd) Run(g *Globals) error {
 }
 
 // readInput reads a job file, or stdin for "-", with jobsource's size
-// bound; an unreadable file exits 2.
+// bound; an unreadable file exits 2 (its error carries the code).
 func readInput(g *Globals, name string) ([]byte, error) {
-	data, err := jobsource.ReadFile(name, g.Stdin)
-	if jobsource.IsUsage(err) {
-		return nil, withCode(exitcode.Usage, err)
-	}
-	return data, err
+	return jobsource.ReadFile(name, g.Stdin)
 }
 
 func (c *EncodeCmd) Help() string {

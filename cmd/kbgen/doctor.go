@@ -101,7 +101,7 @@ func (c *DoctorCmd) Run(g *Globals) error {
 	}
 	if failed > 0 {
 		fmt.Fprintf(g.Stderr, "kbgen: doctor: %d checks failed; see docs/vendor-onboarding.md#troubleshooting\n", failed)
-		return silentExit(exitcode.Failure)
+		return exitcode.Silent(exitcode.Failure)
 	}
 	return nil
 }

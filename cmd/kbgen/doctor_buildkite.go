@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/gpu-mode/kbgen/bkdoctor"
@@ -26,8 +25,8 @@ func (c *DoctorCmd) runBuildkite(g *Globals) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
 	checks, err := bkdoctor.Run(ctx, cfg)
-	if ue := (*bkdoctor.UnreachableError)(nil); errors.As(err, &ue) {
-		return withCode(exitcode.Infra, err)
+	if err != nil {
+		return err // an *UnreachableError: exit 4
 	}
 	for _, ch := range checks {
 		fmt.Fprintf(g.Stdout, "%s  %s: %s\n", ch.Level, ch.Name, ch.Detail)
@@ -37,7 +36,7 @@ func (c *DoctorCmd) runBuildkite(g *Globals) error {
 	}
 	if n := bkdoctor.Failed(checks); n > 0 {
 		fmt.Fprintf(g.Stderr, "kbgen: doctor --buildkite: %d checks failed; see docs/buildkite-setup.md\n", n)
-		return silentExit(exitcode.Failure)
+		return exitcode.Silent(exitcode.Failure)
 	}
 	return nil
 }

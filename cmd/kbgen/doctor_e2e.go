@@ -18,7 +18,7 @@ import (
 func (c *DoctorCmd) runE2E(g *Globals) error {
 	bin, ok := companion.Find(companion.E2E, g.Getenv("PATH"))
 	if !ok {
-		return withCode(exitcode.Failure, fmt.Errorf("doctor --e2e needs %s beside kbgen or on PATH (the local Buildkite is not linked into kbgen); from a checkout: %s",
+		return exitcode.With(exitcode.Failure, fmt.Errorf("doctor --e2e needs %s beside kbgen or on PATH (the local Buildkite is not linked into kbgen); from a checkout: %s",
 			companion.E2E, companion.BuildHint(companion.E2E)))
 	}
 	self, err := os.Executable()
@@ -42,7 +42,7 @@ func runCompanion(g *Globals, bin string, args []string) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
-		return withCode(exitcode.Failure, fmt.Errorf("starting %s: %w", bin, err))
+		return exitcode.With(exitcode.Failure, fmt.Errorf("starting %s: %w", bin, err))
 	}
 	done := make(chan struct{})
 	defer close(done)
@@ -62,9 +62,9 @@ func runCompanion(g *Globals, bin string, args []string) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &ee) && ee.ExitCode() >= 0:
-		return silentExit(ee.ExitCode())
+		return exitcode.Silent(ee.ExitCode())
 	case errors.As(err, &ee):
-		return withCode(exitcode.Failure, fmt.Errorf("%s: %v", companion.E2E, err)) // killed by a signal
+		return exitcode.With(exitcode.Failure, fmt.Errorf("%s: %v", companion.E2E, err)) // killed by a signal
 	}
-	return withCode(exitcode.Failure, fmt.Errorf("%s: %w", companion.E2E, err))
+	return exitcode.With(exitcode.Failure, fmt.Errorf("%s: %w", companion.E2E, err))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -17,14 +16,10 @@ type JobFlags struct {
 }
 
 // load returns the job the flags name; a mistake in the flags exits 2, an
-// invalid job 65.
+// invalid job 65 (both errors carry their code).
 func (f *JobFlags) load(g *Globals, opts jobsource.Options) (*payload.Input, error) {
 	opts.Stdin = g.Stdin
-	in, err := jobsource.Load(f.source(), opts)
-	if jobsource.IsUsage(err) {
-		return nil, withCode(exitcode.Usage, err)
-	}
-	return in, err
+	return jobsource.Load(f.source(), opts)
 }
 
 func (f *JobFlags) source() jobsource.Source {

@@ -13,7 +13,7 @@ func loadRegistry(g *Globals, file string) (*pipelinegen.Registry, error) {
 	}
 	reg, err := pipelinegen.LoadRegistry(file)
 	if err != nil {
-		return nil, withCode(exitcode.Usage, err)
+		return nil, exitcode.With(exitcode.Usage, err)
 	}
 	return reg, nil
 }

@@ -39,7 +39,7 @@ written.`
 
 func (c *KeygenCmd) Run(g *Globals) error {
 	if c.PrivateOut == c.PublicOut || filepath.Clean(c.PrivateOut) == filepath.Clean(c.PublicOut) {
-		return withCode(exitcode.Usage, errors.New("--private-out and --public-out name the same file"))
+		return exitcode.With(exitcode.Usage, errors.New("--private-out and --public-out name the same file"))
 	}
 	if !c.Force {
 		for _, p := range []string{c.PrivateOut, c.PublicOut} {
@@ -50,7 +50,7 @@ func (c *KeygenCmd) Run(g *Globals) error {
 	}
 	kp, err := signing.Generate(c.Alg, c.KeyID)
 	if err != nil {
-		return withCode(exitcode.Usage, err)
+		return exitcode.With(exitcode.Usage, err)
 	}
 	if err := signing.WriteKeyFile(c.PrivateOut, kp.Private, 0o600, c.Force); err != nil {
 		return err

@@ -143,25 +143,6 @@ func runCLI(g *Globals, args []string) (code int) {
 	return exitcode.OK
 }
 
-// withCode attaches an exit code to err.
-func withCode(code int, err error) error { return exitcode.With(code, err) }
-
-// exitWith ends with code, saying err when there is one (a command's
-// package function already logged the rest).
-func exitWith(code int, err error) error {
-	switch {
-	case code == exitcode.OK:
-		return nil
-	case err == nil:
-		return exitcode.Silent(code)
-	}
-	return exitcode.With(code, err)
-}
-
-// silentExit ends with code without printing anything more (the command
-// already said what it had to).
-func silentExit(code int) error { return exitcode.Silent(code) }
-
 // report prints err as one line and returns its exit code: the one
 // mapping from errors to codes (exitcode.Of), whichever command failed.
 func report(stderr io.Writer, err error) int {

@@ -21,9 +21,9 @@ func TestExitErrors(t *testing.T) {
 		printed  string
 		errorMsg string
 	}{
-		{"silent", silentExit(exitcode.RunnerFailed), exitcode.RunnerFailed, "", "exit status 3"},
-		{"wrapped silent", fmt.Errorf("ctx: %w", silentExit(exitcode.Failure)), exitcode.Failure, "", "ctx: exit status 1"},
-		{"with code", withCode(exitcode.Usage, errors.New("bad flag")), exitcode.Usage, "kbgen: bad flag\n", "bad flag"},
+		{"silent", exitcode.Silent(exitcode.RunnerFailed), exitcode.RunnerFailed, "", "exit status 3"},
+		{"wrapped silent", fmt.Errorf("ctx: %w", exitcode.Silent(exitcode.Failure)), exitcode.Failure, "", "ctx: exit status 1"},
+		{"with code", exitcode.With(exitcode.Usage, errors.New("bad flag")), exitcode.Usage, "kbgen: bad flag\n", "bad flag"},
 		{"job error", &payload.Error{Kind: payload.KindNotJSON, Msg: "not JSON"}, exitcode.BadJob, "kbgen: invalid job: not JSON\n", "invalid job: not JSON"},
 		{"plain", errors.New("boom"), exitcode.Failure, "kbgen: boom\n", "boom"},
 	}
@@ -41,7 +41,7 @@ func TestExitErrors(t *testing.T) {
 			}
 		})
 	}
-	if withCode(exitcode.Usage, nil) != nil {
-		t.Error("withCode(nil) is not nil")
+	if exitcode.With(exitcode.Usage, nil) != nil {
+		t.Error("exitcode.With(nil) is not nil")
 	}
 }

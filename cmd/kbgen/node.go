@@ -133,7 +133,7 @@ token.env and /etc/systemd/system/buildkite-agent-control.service:
 
 func (c *NodeInstallCmd) Run(g *Globals) error {
 	if err := c.checkFlags(); err != nil {
-		return withCode(exitcode.Usage, err)
+		return exitcode.With(exitcode.Usage, err)
 	}
 	if c.Control {
 		return c.runControl(g)

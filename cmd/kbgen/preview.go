@@ -39,7 +39,7 @@ func (c *PreviewCmd) Run(g *Globals) error {
 	}
 	vendor, err := reg.Lookup(c.Vendor)
 	if err != nil {
-		return withCode(exitcode.Usage, err)
+		return exitcode.With(exitcode.Usage, err)
 	}
 	in, err := c.load(g, jobsource.Options{DefaultExample: true, DefaultMode: payload.ModeTest})
 	if err != nil {

@@ -35,7 +35,7 @@ func (c *QueuesCmd) Run(g *Globals) error {
 	}
 	qs, err := bk.Queues(context.Background(), c.Queue)
 	if err != nil {
-		return withCode(exitcode.Infra, err)
+		return exitcode.With(exitcode.Infra, err)
 	}
 	return c.print(g, qs, qs)
 }
@@ -44,17 +44,17 @@ func (c *QueuesCmd) Run(g *Globals) error {
 func (c *QueuesCmd) viaServer(g *Globals, url string) error {
 	rem, err := serve.NewRemote(url, g.Getenv(contract.EnvServerToken))
 	if err != nil {
-		return withCode(exitcode.Usage, err)
+		return exitcode.With(exitcode.Usage, err)
 	}
 	views, err := rem.Queues(context.Background(), c.Queue)
 	var refused *serve.ErrRefused
 	switch {
 	case errors.As(err, &refused) && refused.Status == http.StatusUnauthorized:
-		return withCode(exitcode.Usage, errors.New(refused.Msg))
+		return exitcode.With(exitcode.Usage, errors.New(refused.Msg))
 	case errors.As(err, &refused) && refused.Status == http.StatusNotFound:
-		return withCode(exitcode.Usage, errors.New(refused.Msg))
+		return exitcode.With(exitcode.Usage, errors.New(refused.Msg))
 	case err != nil:
-		return withCode(exitcode.Infra, err)
+		return exitcode.With(exitcode.Infra, err)
 	}
 	qs := make([]client.QueueStatus, len(views))
 	for i, v := range views {

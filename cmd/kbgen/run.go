@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/runner"
 )
 
@@ -78,5 +79,5 @@ func (c *RunCmd) Run(g *Globals) error {
 		opts.Sealed = g.Stdout
 	}
 	out, err := runner.Run(ctx, opts)
-	return exitWith(out.Code, err)
+	return exitcode.Exit(out.Code, err)
 }

@@ -95,7 +95,7 @@ func (c *SandboxCmd) Run(g *Globals) error {
 		c.Command = c.Command[1:]
 	}
 	if len(c.Command) == 0 {
-		return withCode(exitcode.Usage, errors.New("sandbox: no command: usage is kbgen sandbox [flags] -- CMD [ARG ...]"))
+		return exitcode.With(exitcode.Usage, errors.New("sandbox: no command: usage is kbgen sandbox [flags] -- CMD [ARG ...]"))
 	}
 	job, err := sandbox.NewJob(g.LookupEnv, sandbox.Request{
 		Command:      c.Command,
@@ -145,10 +145,10 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	} else if h := out.HostNoise; h != nil {
 		fmt.Fprintf(g.Stderr, "kbgen sandbox: noise seen from the host over the whole job: %s (foreign CPU %.1f %% of CPUs %s); recorded in %s, the exit code stands\n", h.Verdict, h.Foreign.CPUPercent, h.CPUs, contract.NoiseFile)
 	}
-	return exitWith(out.Exit())
+	return exitcode.Exit(out.Exit())
 }
 
 // sandboxErr attaches the sandbox package's exit code to its errors.
 func sandboxErr(err error) error {
-	return withCode(sandbox.ExitCode(err), err)
+	return exitcode.With(sandbox.ExitCode(err), err)
 }

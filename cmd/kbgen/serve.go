@@ -57,7 +57,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 		BootstrapQueue: firstNonEmpty(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
 	})
 	if err != nil {
-		return withCode(exitcode.Usage, err)
+		return exitcode.With(exitcode.Usage, err)
 	}
 	ctx, stop := signalContext()
 	defer stop()

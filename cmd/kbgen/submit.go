@@ -61,7 +61,7 @@ func (c *SubmitCmd) job(g *Globals) (*client.Submission, error) {
 	}
 	vendor, err := reg.Lookup(c.Queue)
 	if err != nil {
-		return nil, withCode(exitcode.Usage, err)
+		return nil, exitcode.With(exitcode.Usage, err)
 	}
 	runID := c.RunID
 	if runID == "" {

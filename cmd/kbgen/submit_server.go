@@ -18,7 +18,7 @@ import (
 func (c *SubmitCmd) viaServer(g *Globals, url string, sub *client.Submission) error {
 	rem, err := serve.NewRemote(url, g.Getenv(contract.EnvServerToken))
 	if err != nil {
-		return withCode(exitcode.Usage, err)
+		return exitcode.With(exitcode.Usage, err)
 	}
 	ctx, stop := signalContext()
 	defer stop()
@@ -30,9 +30,9 @@ func (c *SubmitCmd) viaServer(g *Globals, url string, sub *client.Submission) er
 	var refused *serve.ErrRefused
 	switch {
 	case errors.As(err, &refused) && refused.Status == http.StatusUnauthorized:
-		return withCode(exitcode.Usage, errors.New(refused.Msg))
+		return exitcode.With(exitcode.Usage, errors.New(refused.Msg))
 	case errors.As(err, &refused) && refused.Status == http.StatusUnprocessableEntity:
-		return withCode(exitcode.BadJob, errors.New(refused.Msg))
+		return exitcode.With(exitcode.BadJob, errors.New(refused.Msg))
 	}
 	out := &client.Outcome{Status: client.Infra, Elapsed: time.Since(start)}
 	if err != nil {

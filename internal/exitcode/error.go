@@ -43,6 +43,19 @@ func Usagef(format string, args ...any) error {
 	return &Error{Code: Usage, Err: fmt.Errorf(format, args...)}
 }
 
+// Exit ends with code, saying err when there is one: a command whose
+// package already logged the details returns its outcome's code this
+// way. OK is nil whatever err.
+func Exit(code int, err error) error {
+	switch {
+	case code == OK:
+		return nil
+	case err == nil:
+		return Silent(code)
+	}
+	return With(code, err)
+}
+
 // Silent ends with code and prints nothing more.
 func Silent(code int) error { return &Error{Code: code} }
 

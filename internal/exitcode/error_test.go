@@ -45,3 +45,29 @@ func TestOf(t *testing.T) {
 		t.Error("With(code, nil) is not nil")
 	}
 }
+
+func TestExit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		code     int
+		err      error
+		wantCode int
+		wantMsg  string
+	}{
+		{"OK hides an error already logged", OK, errors.New("logged"), OK, ""},
+		{"a code with nothing more to say", TempFail, nil, TempFail, ""},
+		{"a code and its cause", Canceled, errors.New("received terminated"), Canceled, "received terminated"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := Exit(tc.code, tc.err)
+			if Of(err) != tc.wantCode || (err == nil) != (tc.wantCode == OK) {
+				t.Fatalf("Exit = %v (code %d), want code %d", err, Of(err), tc.wantCode)
+			}
+			if err != nil && Message(err) != tc.wantMsg {
+				t.Errorf("Message = %q, want %q", Message(err), tc.wantMsg)
+			}
+		})
+	}
+}
