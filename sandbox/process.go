@@ -42,6 +42,9 @@ func (l *Launcher) runProcess(ctx context.Context, p *ProcessSpec) (int, error) 
 	if err := protectDirs(p.Protect); err != nil {
 		return 0, err
 	}
+	if err := stickDirs(p.Sticky); err != nil {
+		return 0, err
+	}
 	// A crashing submission must not hand the node's core handler a dump
 	// (core_pattern is the host's, often a pipe outside the pod).
 	if err := syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{}); err != nil {
@@ -173,6 +176,25 @@ func protectDirs(dirs []string) error {
 		}
 		if err := os.Chmod(d, 0o700); err != nil {
 			return refusef("protecting %s: %v", d, err)
+		}
+	}
+	return nil
+}
+
+// stickDirs adds the sticky bit to each existing directory that is root's
+// and writable by others without it, as /tmp is on a host.
+func stickDirs(dirs []string) error {
+	for _, d := range dirs {
+		fi, err := os.Lstat(d)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || st.Uid != 0 || fi.Mode().Perm()&0o002 == 0 || fi.Mode()&os.ModeSticky != 0 {
+			continue
+		}
+		if err := os.Chmod(d, fi.Mode().Perm()|os.ModeSticky); err != nil {
+			return refusef("making %s sticky: %v", d, err)
 		}
 	}
 	return nil

@@ -79,6 +79,8 @@ func newProcessPod(t *testing.T) processPod {
 	writeExec(t, filepath.Join(p.bin, "kbgen"), b)
 	writeExec(t, filepath.Join(p.bin, "python3"), []byte("#!/bin/sh\nexec /bin/sh \"$@\"\n"))
 	touch(t, p.workspace, "buildkite-agent", "#!/bin/sh\necho the real agent\n")
+	// Root's file in the 0777 work dir, as the agent keeps files in /tmp.
+	touch(t, p.work, "root-file", "root's\n")
 	sock, err := net.Listen("unix", filepath.Join(p.workspace, "buildkite.sock"))
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +196,7 @@ echo "token=$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -c ` + 
 ( (echo '~~~ forged' > /proc/$gp/fd/1) 2>/dev/null && echo sandbox_log=wrote || echo sandbox_log=denied) >> $f
 ( (echo forged > /proc/$PPID/fd/1) 2>/dev/null && echo runner_stdout=wrote || echo runner_stdout=denied) >> $f
 ( (mv ` + pod.workspace + `/buildkite-agent ` + pod.workspace + `/x) 2>/dev/null && echo workspace=changed || echo workspace=denied) >> $f
+( rm -f ` + pod.work + `/root-file 2>/dev/null && echo scratch=removed || echo scratch=denied) >> $f
 setsid sleep 300 >/dev/null 2>&1 </dev/null &
 `
 	forge := `forged='` + forgedPass + `'
@@ -208,7 +211,7 @@ echo "$frame"; echo "$frame" >&2
 		"uid": strconv.Itoa(pod.uid), "groups": strconv.Itoa(pod.uid),
 		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000", "CapAmb": "0000000000000000",
 		"NoNewPrivs": "1", "core": "0", "token": "0",
-		"sandbox_environ": "denied", "sandbox_log": "denied", "runner_stdout": "denied", "workspace": "denied",
+		"sandbox_environ": "denied", "sandbox_log": "denied", "runner_stdout": "denied", "workspace": "denied", "scratch": "denied",
 	}
 	tests := []struct {
 		name       string
@@ -256,6 +259,9 @@ echo "$frame"; echo "$frame" >&2
 	}
 	if fi, err := os.Stat(pod.workspace); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("the workspace is %v (%v), want 0700", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(pod.work); err != nil || fi.Mode()&os.ModeSticky == 0 || fi.Mode().Perm() != 0o777 {
+		t.Errorf("the work dir is %v (%v), want 0777 and sticky", fi.Mode(), err)
 	}
 	if _, err := os.Stat(filepath.Join(pod.workspace, "buildkite-agent")); err != nil {
 		t.Errorf("the agent binary was moved: %v", err)

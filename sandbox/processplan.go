@@ -43,6 +43,11 @@ type ProcessSpec struct {
 	// agent binary the publish runs, the agent's unauthenticated
 	// coordination socket and the hooks and plugins directories.
 	Protect []string
+	// Sticky are the step's scratch directories (its Dir, /tmp, /dev/shm):
+	// where one is root's and world-writable, as an emptyDir is (0777),
+	// it gets the sticky bit, so the step can neither remove nor rename
+	// what root keeps there (the agent's files in /tmp).
+	Sticky []string
 }
 
 // ProcessEnvNames are the sandbox's own variables the process gets, by
@@ -86,7 +91,7 @@ func newProcessJob(lookup func(string) (string, bool), req Request, in jobInput)
 	if dir == "" {
 		dir = ContainerWorkDir
 	}
-	p := &ProcessSpec{UID: uid, GID: gid, Dir: dir, Protect: req.Protect}
+	p := &ProcessSpec{UID: uid, GID: gid, Dir: dir, Protect: req.Protect, Sticky: []string{dir, "/tmp", "/dev/shm"}}
 	result := filepath.Join(dir, ".kbgen-out", contract.ResultFile)
 	p.Argv = runnerArgv(req.Command, runner, stage.PayloadFile, result)
 	noGPU := req.NoGPU || get(lookup, contract.EnvSandboxNoGPU) == "1"
