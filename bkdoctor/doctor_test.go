@@ -106,7 +106,7 @@ func TestRun(t *testing.T) {
 				{Name: "h100-gpu0", Version: "3.52.1", Queue: "h100"}, {Name: "mi300-gpu0", Version: "3.52.1", Queue: "amd-mi300"}})
 		}, []want{
 			{"queue nvidia-h100", Warn, "no agents connected", ""},
-			{"queue h100", Fail, "1 agents tagged with h100, an alias of nvidia-h100", "re-tag them queue=nvidia-h100"},
+			{"queue h100", Fail, "1 agent tagged with h100, an alias of nvidia-h100", "re-tag them queue=nvidia-h100"},
 		}},
 		{"agents on a queue kbgen never uses", func(f *fakebuildkite.Server) {
 			f.SetAgents([]fakebuildkite.AgentSpec{{Name: "control-1", Version: "3.52.1", Queue: contract.ControlQueue},

@@ -69,12 +69,12 @@ func strayQueueChecks(byQueue map[string][]buildkite.Agent, cfg Config) []Check 
 		name, n := "queue "+q, len(byQueue[q])
 		if v, err := cfg.Registry.Lookup(q); err == nil {
 			out = append(out, Check{Name: name, Level: Fail,
-				Detail: fmt.Sprintf("%d agents tagged with %s, an alias of %s: steps are routed to %s, so these agents never get a job", n, q, v.Queue, v.Queue),
+				Detail: fmt.Sprintf("%s tagged with %s, an alias of %s: steps are routed to %s, so no job ever reaches them", agentCount(n), q, v.Queue, v.Queue),
 				Fix:    fmt.Sprintf("re-tag them queue=%s: on each node, kbgen node install --queue %s (or setup-node.sh with QUEUE=%s)", v.Queue, v.Queue, v.Queue)})
 			continue
 		}
 		out = append(out, Check{Name: name, Level: Warn,
-			Detail: fmt.Sprintf("%d agents on a queue no kbgen step is routed to (%s)", n, names(byQueue[q])),
+			Detail: fmt.Sprintf("%s on a queue no kbgen step is routed to (%s)", agentCount(n), names(byQueue[q])),
 			Fix:    "if they are meant for kbgen, tag them with a registry queue (kbgen vendors lists them) or " + cfg.ControlQueue})
 	}
 	return out
@@ -98,10 +98,10 @@ func versionCheck(byQueue map[string][]buildkite.Agent, cfg Config) Check {
 	}
 	if len(old) > 0 {
 		return Check{Name: "agent versions", Level: Fail,
-			Detail: fmt.Sprintf("%d agents older than %s, which never see a cancel or a timeout: %s", len(old), bkagent.MinVersion, strings.Join(old, ", ")),
+			Detail: fmt.Sprintf("%s older than %s, which never see a cancel or a timeout: %s", agentCount(len(old)), bkagent.MinVersion, strings.Join(old, ", ")),
 			Fix:    "upgrade them to buildkite-agent v" + bkagent.TestedVersion + " (deployment/setup-node.sh installs it)"}
 	}
-	return Check{Name: "agent versions", Level: Pass, Detail: fmt.Sprintf("%d agents on kbgen's queues, none older than %s", n, bkagent.MinVersion)}
+	return Check{Name: "agent versions", Level: Pass, Detail: fmt.Sprintf("%s on kbgen's queues, none older than %s", agentCount(n), bkagent.MinVersion)}
 }
 
 // census is "3 connected (1 busy, 2 idle, 0 paused)".
@@ -139,4 +139,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// agentCount is "1 agent", "2 agents".
+func agentCount(n int) string {
+	if n == 1 {
+		return "1 agent"
+	}
+	return fmt.Sprintf("%d agents", n)
 }

@@ -22,7 +22,7 @@ type BuildkiteFlags struct {
 	Org       string `placeholder:"SLUG" help:"Buildkite organization slug (default: $BUILDKITE_ORG), e.g. gpu-mode."`
 	Pipeline  string `placeholder:"SLUG" help:"Pipeline whose bootstrap step runs kbgen generate (default: $BUILDKITE_PIPELINE), e.g. kernelbot."`
 	APIURL    string `name:"api-url" placeholder:"URL" help:"Buildkite REST API base URL (default: $BUILDKITE_API_URL, else https://api.buildkite.com/)."`
-	TokenFile string `name:"token-file" placeholder:"FILE" help:"Read the API token from FILE instead of $BUILDKITE_API_TOKEN (needs read_builds, write_builds, read_artifacts, read_agents). kbgen serve takes several, one a line, each of a different Buildkite user, and spreads its requests over their per-user limits; other commands use the first."`
+	TokenFile string `name:"token-file" placeholder:"FILE" help:"Read the API token from FILE instead of $BUILDKITE_API_TOKEN (needs ${api_scopes}: kbgen doctor --buildkite checks them). kbgen serve takes several, one a line, each of a different Buildkite user, and spreads its requests over their per-user limits; other commands use the first."`
 	Debug     bool   `help:"Log every API request, retry and wait to stderr (the token is never logged)."`
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/alecthomas/kong"
 
@@ -80,7 +81,8 @@ type CLI struct {
 // cliVars are the ${names} the commands' help and defaults use.
 func cliVars() kong.Vars {
 	return kong.Vars{"version": version.Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String(),
-		"api_budget": strconv.Itoa(serve.DefaultAPIBudget), "user_budget": strconv.Itoa(serve.DefaultPerUser), "control_queue": contract.ControlQueue}
+		"api_budget": strconv.Itoa(serve.DefaultAPIBudget), "user_budget": strconv.Itoa(serve.DefaultPerUser), "control_queue": contract.ControlQueue,
+		"api_scopes": strings.Join(contract.APIScopeNames(), ", ")}
 }
 
 // exitRequest carries an exit code out of kong's help/usage handling.

@@ -335,6 +335,23 @@ func TestLiveCancelTimeoutAndLostAgent(t *testing.T) {
 		if j := jobs[1]; j.Agent != "rescuer" || j.State != "passed" {
 			t.Errorf("retry %+v, want passed on rescuer", j)
 		}
+		// agents.md: the list holds connected (and stopping) agents only.
+		req, _ := http.NewRequest("GET", s.URL()+"v2/organizations/"+s.Org+"/agents", nil)
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var agents []map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&agents); err != nil || len(agents) != 1 {
+			t.Errorf("agents list: %v, %v; want the rescuer alone", agents, err)
+		}
+		for _, a := range agents {
+			if a["name"] == "victim" || a["connection_state"] != "connected" {
+				t.Errorf("agents list holds %v (%v); want connected agents only", a["name"], a["connection_state"])
+			}
+		}
 	})
 }
 

@@ -107,6 +107,9 @@ func (s *Server) liveAgentsJSON() []any {
 		if state == "registered" {
 			state = "connected"
 		}
+		if state != "connected" {
+			continue // agents.md: the list holds connected and stopping agents only
+		}
 		ag := map[string]any{"id": a.id, "name": a.name, "connection_state": state, "hostname": "localhost",
 			"version": a.version, "meta_data": a.tags, "paused": false}
 		if j := a.job; j != nil {
