@@ -326,7 +326,7 @@ func TestSystemdVerify(t *testing.T) {
 		t.Skip("no `true` binary")
 	}
 	p := planFixture(t, "h100x8", defaultOpts)
-	files, err := Render(p, InstallOptions{Queue: "nvidia-h100", AgentBinary: agent})
+	files, err := Render(p, InstallOptions{Queue: "nvidia-h100", AgentBinary: agent, KbgenPath: agent})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ type NodeCmd struct {
 	Install NodeInstallCmd `cmd:"" help:"Write each agent's config, environment hook and systemd unit (idempotent)."`
 	Env     NodeEnvCmd     `cmd:"" help:"Print what a job on one agent sees (placement, step, example job) as shell exports, to reproduce a job by hand."`
 	Qualify NodeQualifyCmd `cmd:"" help:"Measure every agent's placement quiet and with its neighbours loaded; fail a node that measures badly."`
+	// CheckGPU is what an agent's unit runs before it starts.
+	CheckGPU NodeCheckGPUCmd `cmd:"" name:"check-gpu" help:"Check one agent's GPUs are clean (its unit runs it before every start: an agent taken out of rotation after machine faults comes back when this passes)."`
 	// Calibrate is what qualify runs on each placement.
 	Calibrate NodeCalibrateCmd `cmd:"" hidden:"" help:"Run the calibration benchmark (or the load) here and print JSON (kbgen node qualify runs it)."`
 }

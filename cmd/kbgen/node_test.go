@@ -46,3 +46,35 @@ func TestNodeInstallVendorFirstDay(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeCheckGPU: an agent out of rotation (3 machine faults in a row)
+// whose GPU is still dirty exits 75 and says it stays out; once clean it
+// exits 0, back in rotation, and its count is gone.
+func TestNodeCheckGPU(t *testing.T) {
+	const uuid = "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
+	smi, err := filepath.Abs("../../sandbox/testdata/stand-in-nvidia-smi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, leases := t.TempDir(), t.TempDir()
+	if err := os.Symlink(smi, filepath.Join(bin, "nvidia-smi")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(bin, "apps.csv"), nil, 0o644)
+	faults := filepath.Join(leases, "faults-"+uuid+"-x1")
+	os.WriteFile(faults, []byte("3\n"), 0o644)
+	env := map[string]string{"PATH": bin, "KBGEN_LEASE_DIR": leases, "KERNELBOT_GPU_UUID": uuid}
+	for _, tc := range []struct {
+		used, want string
+		code       int
+	}{{"30000", "stays out of rotation", 75}, {"1", "clean; 3 machine fault(s) in a row cleared: in rotation", 0}} {
+		os.WriteFile(filepath.Join(bin, "state.csv"), []byte(uuid+", 00000000:3B:00.0, "+tc.used+", 0\n"), 0o644)
+		r := runKbgen(t, env, "", "node", "check-gpu", "--if-out")
+		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
+			t.Errorf("%s MiB in use: exit %d, %q %q; want %d saying %q", tc.used, r.code, r.stdout, r.stderr, tc.code, tc.want)
+		}
+	}
+	if _, err := os.Stat(faults); err == nil {
+		t.Error("the fault count was not cleared")
+	}
+}

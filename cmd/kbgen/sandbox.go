@@ -124,6 +124,14 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	defer signal.Stop(sigs)
 	l := &sandbox.Launcher{Env: g.Environ(), Stdout: g.Stdout, Stderr: g.Stderr, Log: g.Stderr, Signals: sigs, StopTimeout: c.StopTimeout}
 	out, err := job.Run(context.Background(), l, c.OutDir)
+	code, _ := out.Exit()
+	if err != nil {
+		code = sandbox.ExitCode(err)
+	}
+	// K machine faults in a row keep this agent out until its GPUs pass.
+	if note := job.RecordExit(code); note != "" {
+		fmt.Fprintln(g.Stderr, "kbgen sandbox: "+note)
+	}
 	if err != nil {
 		return sandboxErr(err)
 	}

@@ -1,0 +1,93 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpu-mode/kbgen/internal/contract"
+)
+
+// TestRecordExit: exit 75 counts a machine fault, any other exit ends the
+// row; the FaultLimit-th in a row says the agent stays out until its GPUs
+// pass; a job without GPUs is not counted.
+func TestRecordExit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j := &Job{Spec: &Spec{GPUs: []string{cleanUUID}}, lease: LeaseOptions{Dir: dir}}
+	file := faultFile(dir, j.Spec.GPUs)
+	steps := []struct {
+		code   int
+		faults int
+		out    bool
+	}{{75, 1, false}, {75, 2, false}, {1, 0, false}, {75, 1, false}, {75, 2, false}, {75, 3, true}, {75, 4, true}, {0, 0, false}}
+	for i, s := range steps {
+		note := j.RecordExit(s.code)
+		if got := readFaults(file); got != s.faults || (note != "") != s.out {
+			t.Fatalf("step %d (exit %d): %d faults, note %q; want %d faults, out %v", i, s.code, got, note, s.faults, s.out)
+		}
+		if s.out && !strings.Contains(note, "stays out of rotation until its GPUs pass the clean-GPU check") {
+			t.Errorf("note %q", note)
+		}
+	}
+	none := &Job{Spec: &Spec{}, lease: LeaseOptions{Dir: dir}}
+	if none.RecordExit(75) != "" {
+		t.Error("a job without GPUs counted")
+	}
+}
+
+// TestReadmit: `kbgen node check-gpu` checks an agent out of rotation
+// (FaultLimit faults in a row) under its lease: clean, the count is
+// cleared; dirty, 75 and the count kept. --if-out lets an agent with
+// fewer faults start unchecked; by hand it always checks.
+func TestReadmit(t *testing.T) {
+	t.Parallel()
+	clean, dirty := gpuRow(cleanUUID, "1", "0"), gpuRow(cleanUUID, "30000", "0")
+	tests := []struct {
+		name, state string
+		faults      string // "" none
+		ifOut       bool
+		checked     bool
+		want        string // refusal; "" passes
+	}{
+		{"out, now clean: back", clean, "3", true, true, ""},
+		{"out, still dirty: stays out", dirty, "3", true, false, "30000 MiB in use"},
+		{"not out: starts unchecked", dirty, "2", true, false, ""},
+		{"no faults: starts unchecked", dirty, "", true, false, ""},
+		{"by hand: always checked", dirty, "", false, false, "30000 MiB in use"},
+		{"by hand, clean", clean, "5", false, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path, dir := standInSMI(t, tt.state, ""), t.TempDir()
+			file := faultFile(dir, []string{cleanUUID})
+			if tt.faults != "" {
+				must(t, os.WriteFile(file, []byte(tt.faults+"\n"), 0o644))
+			}
+			env := map[string]string{"PATH": path, contract.EnvLeaseDir: dir, contract.EnvGPUUUID: cleanUUID}
+			r, err := Readmit(context.Background(), lookup(env), tt.ifOut, nil)
+			wantRefusal(t, err, tt.want)
+			if r.Checked != tt.checked {
+				t.Errorf("checked %v, want %v", r.Checked, tt.checked)
+			}
+			_, statErr := os.Stat(file)
+			if kept := statErr == nil; kept != (tt.faults != "" && !tt.checked) {
+				t.Errorf("fault count kept %v after %+v, %v", kept, r, err)
+			}
+			if locked(t, filepath.Join(dir, "gpu-"+cleanUUID+".lock")) {
+				t.Error("check-gpu kept the lease")
+			}
+		})
+	}
+}
+
+// TestReadmitWithoutPlacement: an environment without the agent's GPU is
+// a refusal naming what is missing.
+func TestReadmitWithoutPlacement(t *testing.T) {
+	t.Parallel()
+	_, err := Readmit(context.Background(), lookup(map[string]string{}), true, nil)
+	wantRefusal(t, err, contract.EnvGPUUUID+" or "+contract.EnvGPURenderNode+" is not set")
+}
