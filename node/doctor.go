@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/sandbox"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -353,7 +354,7 @@ func judgeProbe(name string, a *Agent, out string) Check {
 	} else if a.GPU.UUID != "" && strings.HasPrefix(a.GPU.UUID, "GPU-") && a.GPU.RenderNode == "" && !strings.Contains(gpus[0], a.GPU.UUID) {
 		problems = append(problems, fmt.Sprintf("sees %q, not %s", gpus[0], a.GPU.UUID))
 	}
-	if got, err := ParseCPUList(seen["cpus"]); err != nil || got.String() != a.CPUSet {
+	if got, err := cpulist.Parse(seen["cpus"]); err != nil || got.String() != a.CPUSet {
 		problems = append(problems, fmt.Sprintf("cpuset %q, want %s", seen["cpus"], a.CPUSet))
 	}
 	if seen["mems"] != a.Mems {

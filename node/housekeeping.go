@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 )
 
 // housekeepingServices are the host processes that must run on the
@@ -18,7 +20,7 @@ var housekeepingServices = []string{"systemd", "dockerd", "containerd", "buildki
 // install` writes ensure once systemd has re-read them.
 func (d *Doctor) checkHousekeeping(p *Plan) Check {
 	const name = "housekeeping CPUs"
-	host, err := ParseCPUList(p.HostCPUs)
+	host, err := cpulist.Parse(p.HostCPUs)
 	if err != nil || len(host) == 0 {
 		return fail(name, "the plan has no housekeeping CPUs (host_cpus %q)", p.HostCPUs)
 	}
@@ -55,14 +57,14 @@ func (d *Doctor) checkHousekeeping(p *Plan) Check {
 	return pass(name, "%d host processes (%s) confined to %s", seen, strings.Join(housekeepingServices, ", "), p.HostCPUs)
 }
 
-func procAllowedCPUs(root fs.FS, pid string) (CPUList, error) {
+func procAllowedCPUs(root fs.FS, pid string) (cpulist.Set, error) {
 	b, err := fs.ReadFile(root, "proc/"+pid+"/status")
 	if err != nil {
 		return nil, err
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return ParseCPUList(strings.TrimSpace(v))
+			return cpulist.Parse(strings.TrimSpace(v))
 		}
 	}
 	return nil, fmt.Errorf("no Cpus_allowed_list for pid %s", pid)

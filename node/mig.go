@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/size"
 )
@@ -69,7 +70,7 @@ func splitMIG(p *Plan, topo *Topology, migs map[int][]MIGInstance, queue string)
 		}
 		per, mem := len(cores)/len(insts), a.MemoryBytes/int64(len(insts))/size.GiB*size.GiB
 		for k, inst := range insts {
-			var cpus CPUList
+			var cpus cpulist.Set
 			for _, c := range cores[k*per : (k+1)*per] {
 				cpus = append(cpus, c...)
 			}
@@ -92,16 +93,16 @@ func splitMIG(p *Plan, topo *Topology, migs map[int][]MIGInstance, queue string)
 }
 
 // agentCores are the NUMA node's whole cores inside the agent's cpuset.
-func agentCores(topo *Topology, a *Agent) ([]CPUList, error) {
+func agentCores(topo *Topology, a *Agent) ([]cpulist.Set, error) {
 	node := topo.Node(a.NUMANode)
 	if node == nil {
 		return nil, fmt.Errorf("agent %s: NUMA node %d is not in the topology", a.ID, a.NUMANode)
 	}
-	own, err := ParseCPUList(a.CPUSet)
+	own, err := cpulist.Parse(a.CPUSet)
 	if err != nil {
 		return nil, err
 	}
-	var cores []CPUList
+	var cores []cpulist.Set
 	for _, c := range node.Cores {
 		if slices.Contains(own, c[0]) {
 			cores = append(cores, c)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/internal/size"
 )
 
@@ -128,7 +129,7 @@ func MakePlan(topo *Topology, rt contract.Runtime, gpus []GPU, numaOf func(GPU) 
 		}
 		byNode[n] = append(byNode[n], g)
 	}
-	var host CPUList
+	var host cpulist.Set
 	for _, node := range topo.Nodes {
 		gs := byNode[node.ID]
 		if len(gs) == 0 {
@@ -150,7 +151,7 @@ func MakePlan(topo *Topology, rt contract.Runtime, gpus []GPU, numaOf func(GPU) 
 
 // placeOnNode splits a node's cores (after the host's) and memory evenly
 // among its GPUs. It returns the agents and the CPUs left to the host.
-func placeOnNode(node *NUMANode, gpus []GPU, opts PlanOptions) ([]Agent, CPUList, error) {
+func placeOnNode(node *NUMANode, gpus []GPU, opts PlanOptions) ([]Agent, cpulist.Set, error) {
 	n := len(gpus)
 	free := len(node.Cores) - opts.ReserveCores
 	if free < n {
@@ -163,7 +164,7 @@ func placeOnNode(node *NUMANode, gpus []GPU, opts PlanOptions) ([]Agent, CPUList
 			node.ID, node.MemTotal/size.GiB, opts.ReserveMemory/size.GiB, n)
 	}
 	per := free / n
-	var host CPUList
+	var host cpulist.Set
 	for _, c := range node.Cores[:opts.ReserveCores] {
 		host = append(host, c...)
 	}
@@ -172,7 +173,7 @@ func placeOnNode(node *NUMANode, gpus []GPU, opts PlanOptions) ([]Agent, CPUList
 	}
 	agents := make([]Agent, 0, n)
 	for i, g := range gpus {
-		var cpus CPUList
+		var cpus cpulist.Set
 		cores := node.Cores[opts.ReserveCores+i*per : opts.ReserveCores+(i+1)*per]
 		for _, c := range cores {
 			cpus = append(cpus, c...)
@@ -196,9 +197,9 @@ func placeOnNode(node *NUMANode, gpus []GPU, opts PlanOptions) ([]Agent, CPUList
 // JobCPUs are the CPUs the agents own, all together: where step
 // containers may run.
 func (p *Plan) JobCPUs() string {
-	var all CPUList
+	var all cpulist.Set
 	for _, a := range p.Agents {
-		l, err := ParseCPUList(a.CPUSet)
+		l, err := cpulist.Parse(a.CPUSet)
 		if err != nil {
 			continue
 		}

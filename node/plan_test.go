@@ -10,6 +10,7 @@ import (
 	"testing/fstest"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/internal/size"
 )
 
@@ -155,12 +156,12 @@ func TestPlanFixtures(t *testing.T) {
 func checkIsolated(t *testing.T, p *Plan) {
 	t.Helper()
 	owner := map[int]string{}
-	host, _ := ParseCPUList(p.HostCPUs)
+	host, _ := cpulist.Parse(p.HostCPUs)
 	for _, c := range host {
 		owner[c] = "host"
 	}
 	for _, a := range p.Agents {
-		cpus, err := ParseCPUList(a.CPUSet)
+		cpus, err := cpulist.Parse(a.CPUSet)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ func CheckQueue(p *Plan, reg *pipelinegen.Registry) error {
 // stepCPUsNote explains why a step uses fewer CPUs than its agent owns:
 // the registry fixes a queue's step size so every node of the queue times
 // the same shape, and the sandbox takes the first whole cores of the
-// agent's cpuset (sandbox.CPUSet.Pick). A step asking for more than the
+// agent's cpuset (the sandbox's pickCPUs). A step asking for more than the
 // agent owns is refused, so that is said too.
 func stepCPUsNote(p *Plan, v *pipelinegen.Vendor) string {
 	least := 0

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/size"
 )
@@ -285,13 +286,13 @@ func addShapes(p *Plan, shapes []Shape, links Links) error {
 
 func shapeAgent(p *Plan, s Shape, k int, set []int) (Agent, error) {
 	a := Agent{ID: fmt.Sprintf("gpux%d-%d", s.GPUs, k), Queue: s.Queue}
-	var cpus, mems CPUList
+	var cpus, mems cpulist.Set
 	for _, i := range set {
 		m := p.Agent(i)
 		if m == nil {
 			return a, fmt.Errorf("shape %s: GPU %d has no agent", s.Queue, i)
 		}
-		l, err := ParseCPUList(m.CPUSet)
+		l, err := cpulist.Parse(m.CPUSet)
 		if err != nil {
 			return a, err
 		}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 )
 
 // Topology is the CPU and memory layout of the machine, per NUMA node, as
@@ -21,14 +23,14 @@ type NUMANode struct {
 	ID int
 	// Cores are the node's physical cores, each the list of its SMT
 	// siblings, ordered by their lowest CPU number.
-	Cores []CPUList
+	Cores []cpulist.Set
 	// MemTotal is the node's memory in bytes.
 	MemTotal int64
 }
 
 // CPUs is every CPU of the node.
-func (n *NUMANode) CPUs() CPUList {
-	var all CPUList
+func (n *NUMANode) CPUs() cpulist.Set {
+	var all cpulist.Set
 	for _, c := range n.Cores {
 		all = append(all, c...)
 	}
@@ -79,7 +81,7 @@ func ReadTopology(sys fs.FS) (*Topology, error) {
 
 // readOnlineCPUs returns the online CPUs, or nil (no filter) when the
 // file is absent.
-func readOnlineCPUs(sys fs.FS) (CPUList, error) {
+func readOnlineCPUs(sys fs.FS) (cpulist.Set, error) {
 	data, err := fs.ReadFile(sys, "devices/system/cpu/online")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -87,21 +89,21 @@ func readOnlineCPUs(sys fs.FS) (CPUList, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading online CPUs: %w", err)
 	}
-	l, err := ParseCPUList(string(data))
+	l, err := cpulist.Parse(string(data))
 	if err != nil {
 		return nil, fmt.Errorf("reading online CPUs: %w", err)
 	}
 	return l, nil
 }
 
-func readNUMANode(sys fs.FS, id int, online CPUList) (NUMANode, error) {
+func readNUMANode(sys fs.FS, id int, online cpulist.Set) (NUMANode, error) {
 	dir := fmt.Sprintf("devices/system/node/node%d", id)
 	node := NUMANode{ID: id}
 	data, err := fs.ReadFile(sys, dir+"/cpulist")
 	if err != nil {
 		return node, fmt.Errorf("reading NUMA node %d CPUs: %w", id, err)
 	}
-	cpus, err := ParseCPUList(string(data))
+	cpus, err := cpulist.Parse(string(data))
 	if err != nil {
 		return node, fmt.Errorf("reading NUMA node %d CPUs: %w", id, err)
 	}
@@ -110,28 +112,8 @@ func readNUMANode(sys fs.FS, id int, online CPUList) (NUMANode, error) {
 	}
 	// Group SMT siblings so a cpuset always holds whole cores: two agents
 	// sharing one core's execution units would disturb each other's timings.
-	seen := map[int]bool{}
-	for _, c := range cpus {
-		if seen[c] {
-			continue
-		}
-		sib, err := readSiblings(sys, c)
-		if err != nil {
-			return node, err
-		}
-		var core CPUList
-		for _, s := range sib {
-			if slices.Contains(cpus, s) && !seen[s] {
-				seen[s] = true
-				core = append(core, s)
-			}
-		}
-		if !slices.Contains(core, c) {
-			seen[c] = true
-			core = append(core, c)
-			slices.Sort(core)
-		}
-		node.Cores = append(node.Cores, core)
+	if node.Cores, err = cpus.Cores(sys); err != nil {
+		return node, err
 	}
 	mem, err := fs.ReadFile(sys, dir+"/meminfo")
 	if err != nil {
@@ -141,23 +123,6 @@ func readNUMANode(sys fs.FS, id int, online CPUList) (NUMANode, error) {
 		return node, fmt.Errorf("reading NUMA node %d memory: %w", id, err)
 	}
 	return node, nil
-}
-
-// readSiblings returns cpu's SMT siblings (itself included). A kernel
-// without the topology file (SMT off, some VMs) makes each CPU its own core.
-func readSiblings(sys fs.FS, cpu int) (CPUList, error) {
-	data, err := fs.ReadFile(sys, fmt.Sprintf("devices/system/cpu/cpu%d/topology/thread_siblings_list", cpu))
-	if errors.Is(err, fs.ErrNotExist) {
-		return CPUList{cpu}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading SMT siblings of cpu%d: %w", cpu, err)
-	}
-	l, err := ParseCPUList(string(data))
-	if err != nil {
-		return nil, fmt.Errorf("reading SMT siblings of cpu%d: %w", cpu, err)
-	}
-	return l, nil
 }
 
 // parseNodeMemTotal reads "Node 0 MemTotal:  263784508 kB" from a node's

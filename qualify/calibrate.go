@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/noise"
 )
 
@@ -172,6 +171,3 @@ func cv(xs []float64) float64 {
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
-
-// ParseCPUs is the kernel's list syntax.
-func ParseCPUs(s string) ([]int, error) { return cpulist.Parse(s) }

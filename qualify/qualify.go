@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/noise"
 )
@@ -347,13 +348,13 @@ func means(c *Calibration) []float64 {
 func allCPUs(p *node.Plan) string {
 	var all []int
 	for _, s := range append([]string{p.HostCPUs}, cpusets(p)...) {
-		l, err := ParseCPUs(s)
+		l, err := cpulist.Parse(s)
 		if err == nil {
 			all = append(all, l...)
 		}
 	}
 	slices.Sort(all)
-	return node.CPUList(slices.Compact(all)).String()
+	return cpulist.Format(slices.Compact(all))
 }
 
 func cpusets(p *node.Plan) []string {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/seal"
 )
 
@@ -15,7 +16,7 @@ var lookup = contract.MapLookup
 
 // fakeSysfs writes thread_siblings_list files for cores given as sibling
 // lists ("0,4" for CPUs 0 and 4 on one core) and returns the sysfs root.
-func fakeSysfs(t testing.TB, cores ...CPUSet) string {
+func fakeSysfs(t testing.TB, cores ...cpulist.Set) string {
 	t.Helper()
 	root := t.TempDir()
 	for _, core := range cores {
@@ -34,10 +35,10 @@ func fakeSysfs(t testing.TB, cores ...CPUSet) string {
 
 // smtPairs describes a machine whose CPU n and n+offset share a core, for
 // n in [0, offset).
-func smtPairs(offset int) []CPUSet {
-	cores := make([]CPUSet, offset)
+func smtPairs(offset int) []cpulist.Set {
+	cores := make([]cpulist.Set, offset)
 	for n := range offset {
-		cores[n] = CPUSet{n, n + offset}
+		cores[n] = cpulist.Set{n, n + offset}
 	}
 	return cores
 }

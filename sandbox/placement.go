@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/size"
 )
@@ -20,8 +21,8 @@ type Placement struct {
 	// a comma-separated list).
 	GPUUUIDs    []string
 	RenderNodes []string
-	CPUs        CPUSet
-	Mems        CPUSet
+	CPUs        cpulist.Set
+	Mems        cpulist.Set
 	Memory      size.Bytes
 	PidsMax     int        // 0: no agent cap
 	ShmMax      size.Bytes // 0: the agent's memory
@@ -59,10 +60,10 @@ func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
 		}
 	}
 	var err error
-	if p.CPUs, err = ParseCPUSet(get(contract.EnvCPUSet)); err != nil {
+	if p.CPUs, err = parseCPUSet(get(contract.EnvCPUSet)); err != nil {
 		return p, refusef("%s: %v", contract.EnvCPUSet, err)
 	}
-	if p.Mems, err = ParseCPUSet(get(contract.EnvMems)); err != nil {
+	if p.Mems, err = parseCPUSet(get(contract.EnvMems)); err != nil {
 		return p, refusef("%s: %v", contract.EnvMems, err)
 	}
 	if p.Memory, err = size.Parse(get(contract.EnvMemory)); err != nil {

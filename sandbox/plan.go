@@ -304,7 +304,7 @@ func Plan(cfg steps.GPUDockerConfig, pl Placement, host Host, opts Options) (*Sp
 	var err error
 	cpus := pl.CPUs
 	if cfg.CPUs > 0 {
-		if cpus, err = pl.CPUs.Pick(cfg.CPUs, host.SysfsRoot); err != nil {
+		if cpus, err = pickCPUs(pl.CPUs, cfg.CPUs, os.DirFS(host.SysfsRoot)); err != nil {
 			return nil, refusef("cpus: %v", err)
 		}
 	}

@@ -1,7 +1,9 @@
 // Package cpulist reads and writes the kernel's CPU list syntax
 // ("0-3,8,10-11"): sysfs cpulists, cpuset.cpus, and what docker's
-// --cpuset-cpus and --cpuset-mems take. The node planner and the sandbox
-// both speak it, about the same CPUs, so they share one parser.
+// --cpuset-cpus and --cpuset-mems take; and which CPUs share a physical
+// core (topology.go, the one reader of sysfs's SMT siblings). The node
+// planner, the sandbox and qualify all speak of the same CPUs, so they
+// share one type (Set), one parser and one grouping into cores.
 package cpulist
 
 import (
@@ -11,18 +13,26 @@ import (
 	"strings"
 )
 
+// Set is CPU (or NUMA node) numbers, sorted and unique: what Parse
+// returns and every part of kbgen passes around (the node's plan, the
+// sandbox's placement, qualify's pinning).
+type Set []int
+
+// String writes the set in list syntax, ranges collapsed.
+func (s Set) String() string { return Format(s) }
+
 // MaxCPU bounds parsing, so "0-999999999" cannot allocate the world.
 const MaxCPU = 1 << 16
 
 // Parse reads list syntax into sorted, unique numbers. An empty string is
 // an empty list (a memory-only NUMA node has an empty cpulist); callers
 // that need CPUs check the length.
-func Parse(s string) ([]int, error) {
+func Parse(s string) (Set, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, nil
 	}
-	var out []int
+	var out Set
 	for part := range strings.SplitSeq(s, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := parseOne(lo)
