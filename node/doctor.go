@@ -15,7 +15,6 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/sandbox"
-	"github.com/gpu-mode/kbgen/steps"
 )
 
 // Check is one line of the doctor's report.
@@ -310,18 +309,16 @@ func (d *Doctor) checkIsolation(ctx context.Context, p *Plan, a *Agent, dockerOK
 	if !dockerOK {
 		return fail(name, "not checked: docker is not reachable")
 	}
-	pl, err := sandbox.PlacementFromEnv(a.EnvLookup(p.Runtime, p.CgroupVersion))
-	if err != nil {
-		return fail(name, "%v", err)
-	}
-	spec, err := sandbox.Plan(steps.GPUDockerConfig{Image: d.Image, Runtime: p.Runtime, GPUs: 1},
-		pl, d.SandboxHost, sandbox.Options{
-			Name:         "kbgen-doctor-" + a.ID,
-			Command:      []string{"sh", "-c", probeScript},
-			RunnerBinary: d.RunnerBinary,
-			NoGPU:        d.NoGPU,
-			Env:          sandbox.ContainerEnv(func(string) (string, bool) { return "", false }),
-		})
+	spec, err := sandbox.OnPlacement{
+		Placement:    a.EnvLookup(p.Runtime, p.CgroupVersion),
+		Image:        d.Image,
+		Runtime:      p.Runtime,
+		Host:         d.SandboxHost,
+		Name:         "kbgen-doctor-" + a.ID,
+		Command:      []string{"sh", "-c", probeScript},
+		RunnerBinary: d.RunnerBinary,
+		NoGPU:        d.NoGPU,
+	}.Plan()
 	if err != nil {
 		return fail(name, "sandbox refuses this agent's placement: %v", err)
 	}

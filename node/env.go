@@ -68,7 +68,7 @@ func (a *Agent) multiEnv(rt contract.Runtime, cgroupVersion int) []EnvVar {
 // EnvLookup is Env as the job would see it, for code that reads a
 // placement the way `kbgen sandbox` does (sandbox.PlacementFromEnv) without
 // an environment hook in between: doctor's isolation probe, node qualify.
-func (a *Agent) EnvLookup(rt contract.Runtime, cgroupVersion int) func(string) (string, bool) {
+func (a *Agent) EnvLookup(rt contract.Runtime, cgroupVersion int) contract.Lookup {
 	env := a.Env(rt, cgroupVersion)
 	return func(name string) (string, bool) {
 		for _, e := range env {

@@ -13,7 +13,6 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/sandbox"
-	"github.com/gpu-mode/kbgen/steps"
 )
 
 // Launcher runs kbgen's calibration on an agent's placement.
@@ -44,17 +43,16 @@ type Docker struct {
 func (d *Docker) Name() string { return "sandbox (docker)" }
 
 func (d *Docker) spec(a node.Agent, name string, args []string) (*sandbox.Spec, error) {
-	pl, err := sandbox.PlacementFromEnv(a.EnvLookup(d.Plan.Runtime, d.Plan.CgroupVersion))
-	if err != nil {
-		return nil, err
-	}
-	spec, err := sandbox.Plan(steps.GPUDockerConfig{Image: d.Image, Runtime: d.Plan.Runtime, GPUs: 1}, pl, d.Host, sandbox.Options{
+	spec, err := sandbox.OnPlacement{
+		Placement:    a.EnvLookup(d.Plan.Runtime, d.Plan.CgroupVersion),
+		Image:        d.Image,
+		Runtime:      d.Plan.Runtime,
+		Host:         d.Host,
 		Name:         name,
 		Command:      append([]string{sandbox.ContainerRunner, "node", "calibrate"}, args...),
 		RunnerBinary: d.RunnerBinary,
 		NoGPU:        d.NoGPU,
-		Env:          sandbox.ContainerEnv(func(string) (string, bool) { return "", false }),
-	})
+	}.Plan()
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox refuses %s's placement: %w", a.ID, err)
 	}
