@@ -280,3 +280,21 @@ func TestSettingsSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCost: a run costs three requests of the token's user's minute
+// (the token, the pipeline, one page of agents), one more per other token.
+func TestRunCost(t *testing.T) {
+	t.Parallel()
+	f := fakebuildkite.New(nil)
+	defer f.Close()
+	documented(f)
+	f.AddToken("bkua_second", "second")
+	cfg := config(t, f, f.Token, f.Pipeline)
+	cfg.Others = []*client.Client{config(t, f, "bkua_second", f.Pipeline).Client}
+	if _, err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.CountRequests("", "/v2/"); n != 4 {
+		t.Errorf("%d requests; want 4 (two tokens, the pipeline, the agents)", n)
+	}
+}
