@@ -51,25 +51,47 @@ func calls(t *testing.T, dir string) []string {
 
 var testSpec = &Spec{Name: "kbgen-job-1", Lines: [][]string{{"run"}, {"--name", "kbgen-job-1"}, {"img"}, {"true"}}}
 
+// rmSpec is testSpec with --rm, as the sandbox plans every run.
+var rmSpec = &Spec{Name: "kbgen-job-1", Lines: [][]string{{"run"}, {"--name", "kbgen-job-1"}, {"--rm"}, {"img"}, {"true"}}}
+
+// TestLaunchExitCodes: the container's status comes back, and the `docker
+// rm` after the run is made only where the container may still be there:
+// no --rm, or docker's own failure (125 and up). A run with --rm whose
+// client returned the container's status was removed before it returned.
 func TestLaunchExitCodes(t *testing.T) {
-	for _, code := range []string{"0", "1", "3", "75", "125", "137"} {
-		t.Run(code, func(t *testing.T) {
+	after := []string{"rm kbgen-job-1", "run true", "rm kbgen-job-1"}
+	for _, tc := range []struct {
+		name, code string
+		spec       *Spec
+		want       []string
+	}{
+		{"0 without --rm", "0", testSpec, after},
+		{"1 without --rm", "1", testSpec, after},
+		{"75 without --rm", "75", testSpec, after},
+		{"125 without --rm", "125", testSpec, after},
+		{"137 without --rm", "137", testSpec, after},
+		{"0 with --rm", "0", rmSpec, after[:2]},
+		{"3 with --rm", "3", rmSpec, after[:2]},
+		{"75 with --rm", "75", rmSpec, after[:2]},
+		{"125 with --rm (docker's own failure)", "125", rmSpec, after},
+		{"137 with --rm", "137", rmSpec, after},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			l, dir := fakeDocker(t)
-			touch(t, dir, "exit", code)
-			got, err := l.Run(context.Background(), testSpec)
+			touch(t, dir, "exit", tc.code)
+			got, err := l.Run(context.Background(), tc.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := code; got != atoi(want) {
-				t.Errorf("exit code = %d, want %s", got, want)
+			if got != atoi(tc.code) {
+				t.Errorf("exit code = %d, want %s", got, tc.code)
 			}
 			if !strings.Contains(l.Stdout.(*bytes.Buffer).String(), "container says hello") ||
 				!strings.Contains(l.Stderr.(*bytes.Buffer).String(), "container complains") {
 				t.Error("container output was not passed through")
 			}
-			want := []string{"rm kbgen-job-1", "run true", "rm kbgen-job-1"}
-			if got := calls(t, dir); !slices.Equal(got, want) {
-				t.Errorf("docker calls = %q, want %q", got, want)
+			if got := calls(t, dir); !slices.Equal(got, tc.want) {
+				t.Errorf("docker calls = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -126,7 +148,7 @@ func TestLaunchForwardsSignals(t *testing.T) {
 			waitFor(t, filepath.Join(dir, "running"))
 			sigs <- syscall.SIGTERM
 		}()
-		code, err := l.Run(context.Background(), testSpec)
+		code, err := l.Run(context.Background(), rmSpec)
 		if err != nil || code != 143 {
 			t.Fatalf("Run = %d, %v; want 143", code, err)
 		}

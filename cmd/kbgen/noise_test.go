@@ -58,9 +58,9 @@ func TestRunWritesNoiseBesideResult(t *testing.T) {
 	if err := json.Unmarshal(b, &raw); err != nil || strings.Contains(string(b), "noise") || len(raw) != 4 {
 		t.Errorf("result.json changed shape (%v): %s", err, b)
 	}
-	argv0, _ := os.ReadFile(filepath.Join(logs, "0.argv"))
-	md, _ := os.ReadFile(filepath.Join(logs, "1.stdin"))
-	if string(argv0) != "artifact\nupload\nresult.json;noise.json\n" || !strings.Contains(string(md), "**noise**: "+string(rec.Verdict)) {
+	argv0, _ := os.ReadFile(filepath.Join(logs, "artifact.argv"))
+	md, _ := os.ReadFile(filepath.Join(logs, "annotate.stdin"))
+	if string(argv0) != "artifact\nupload\n--debug\n--no-color\n--debug-http=false\nresult.json;noise.json\n" || !strings.Contains(string(md), "**noise**: "+string(rec.Verdict)) {
 		t.Errorf("upload %q annotation %q", argv0, md)
 	}
 
@@ -79,9 +79,9 @@ func TestRunWritesNoiseBesideResult(t *testing.T) {
 	if r := runKbgen(t, nil, "", "run", "--publish", out); r.code != 0 {
 		t.Fatalf("publish: exit %d: %s", r.code, r.stderr)
 	}
-	argv0, _ = os.ReadFile(filepath.Join(logs, "0.argv"))
-	md, _ = os.ReadFile(filepath.Join(logs, "1.stdin"))
-	if string(argv0) != "artifact\nupload\nresult.json;noise.json\n" || !strings.Contains(string(md), "**noise**: ") {
+	argv0, _ = os.ReadFile(filepath.Join(logs, "artifact.argv"))
+	md, _ = os.ReadFile(filepath.Join(logs, "annotate.stdin"))
+	if string(argv0) != "artifact\nupload\n--debug\n--no-color\n--debug-http=false\nresult.json;noise.json\n" || !strings.Contains(string(md), "**noise**: ") {
 		t.Errorf("publish: upload %q annotation %q", argv0, md)
 	}
 }

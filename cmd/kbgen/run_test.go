@@ -63,15 +63,16 @@ func systemFile(t *testing.T, dir string) string {
 }
 
 // fakeAgent puts a stand-in buildkite-agent first on PATH; it logs each
-// call's argv (and annotate's stdin) into the returned directory and
-// exits 1 for the subcommand named by fail.
+// call's argv (and annotate's and meta-data's stdin) into the returned
+// directory, named by the subcommand (artifact.argv, annotate.stdin, …:
+// the publish makes its calls at once, so their order is not theirs to
+// keep), and exits 1 for the subcommand named by fail.
 func fakeAgent(t *testing.T, fail string) string {
 	t.Helper()
 	bin, logs := t.TempDir(), t.TempDir()
 	script := `#!/bin/sh
-n=$(ls "` + logs + `"/*.argv 2>/dev/null | wc -l)
-printf '%s\n' "$@" > "` + logs + `/$n.argv"
-{ [ "$1" = annotate ] || [ "$1" = meta-data ]; } && cat > "` + logs + `/$n.stdin"
+printf '%s\n' "$@" > "` + logs + `/$1.argv"
+{ [ "$1" = annotate ] || [ "$1" = meta-data ]; } && cat > "` + logs + `/$1.stdin"
 [ "$1" = "` + fail + `" ] && { echo "upload refused (stand-in)" >&2; exit 1; }
 exit 0
 `
@@ -97,18 +98,18 @@ func TestRunUploadsAndAnnotates(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil || !res.Success || !res.Runs["test"].Run.Passed {
 		t.Fatalf("result: %v %s", err, b)
 	}
-	argv0, _ := os.ReadFile(filepath.Join(logs, "0.argv"))
-	argv1, _ := os.ReadFile(filepath.Join(logs, "1.argv"))
-	md, _ := os.ReadFile(filepath.Join(logs, "1.stdin"))
-	if string(argv0) != "artifact\nupload\nresult.json\n" {
+	argv0, _ := os.ReadFile(filepath.Join(logs, "artifact.argv"))
+	argv1, _ := os.ReadFile(filepath.Join(logs, "annotate.argv"))
+	md, _ := os.ReadFile(filepath.Join(logs, "annotate.stdin"))
+	if string(argv0) != "artifact\nupload\n--debug\n--no-color\n--debug-http=false\nresult.json\n" {
 		t.Errorf("upload argv %q", argv0)
 	}
 	if !strings.HasPrefix(string(argv1), "annotate\n--style\nsuccess\n") || !strings.Contains(string(md), "**kbgen** `test` on `Test GPU` (`CUDA`): all runs passed") {
 		t.Errorf("annotate argv %q body %q", argv1, md)
 	}
 	// The result rides on the build as meta-data for kbgen serve.
-	argv2, _ := os.ReadFile(filepath.Join(logs, "2.argv"))
-	enc, _ := os.ReadFile(filepath.Join(logs, "2.stdin"))
+	argv2, _ := os.ReadFile(filepath.Join(logs, "meta-data.argv"))
+	enc, _ := os.ReadFile(filepath.Join(logs, "meta-data.stdin"))
 	job, got, err := payload.DecodeResultMetaData(string(enc))
 	if string(argv2) != "meta-data\nset\n"+payload.ResultMetaDataKey+"\n" || err != nil || string(got) != string(b) || job != "0190-job-7" {
 		t.Errorf("meta-data argv %q: value decodes to job %q, %q (%v), want this job's result.json", argv2, job, got, err)
@@ -248,9 +249,9 @@ func TestRunPublishUploadsAnExistingResult(t *testing.T) {
 	if r := runKbgen(t, nil, "", "run", "--publish", out); r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	argv0, _ := os.ReadFile(filepath.Join(logs, "0.argv"))
-	md, _ := os.ReadFile(filepath.Join(logs, "1.stdin"))
-	if string(argv0) != "artifact\nupload\nresult.json;profile_data/profile.0.zip\n" || !strings.Contains(string(md), "**kbgen** `profile` on `MI300X` (`ROCm`): all runs passed") {
+	argv0, _ := os.ReadFile(filepath.Join(logs, "artifact.argv"))
+	md, _ := os.ReadFile(filepath.Join(logs, "annotate.stdin"))
+	if string(argv0) != "artifact\nupload\n--debug\n--no-color\n--debug-http=false\nresult.json;profile_data/profile.0.zip\n" || !strings.Contains(string(md), "**kbgen** `profile` on `MI300X` (`ROCm`): all runs passed") {
 		t.Errorf("upload %q annotation %q", argv0, md)
 	}
 	fakeAgent(t, "annotate")
@@ -267,8 +268,8 @@ func TestRunPublishUploadsAnExistingResult(t *testing.T) {
 	}
 	logs = fakeAgent(t, "none")
 	r := runKbgen(t, nil, "", "run", "--publish", out)
-	argv0, _ = os.ReadFile(filepath.Join(logs, "0.argv"))
-	if string(argv0) != "artifact\nupload\nresult.json;profile_data/profile.0.zip\n" || r.code != 1 || !strings.Contains(r.stderr, `refused 1 unsafe name(s)`) || !strings.Contains(r.stderr, `"profile_data/x;*;.zip"`) {
+	argv0, _ = os.ReadFile(filepath.Join(logs, "artifact.argv"))
+	if string(argv0) != "artifact\nupload\n--debug\n--no-color\n--debug-http=false\nresult.json;profile_data/profile.0.zip\n" || r.code != 1 || !strings.Contains(r.stderr, `refused 1 unsafe name(s)`) || !strings.Contains(r.stderr, `"profile_data/x;*;.zip"`) {
 		t.Errorf("planted name: exit %d, upload %q, stderr %s", r.code, argv0, r.stderr)
 	}
 }

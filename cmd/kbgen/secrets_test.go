@@ -73,8 +73,9 @@ printf '%%s\n' "$*" >> "$log/argv"
 case "$1 $2" in
   "pipeline upload"|annotate*) cat >> "$log/stdin" ;;
   "artifact upload")
+    for pats; do :; done # the patterns are the last argument, after the flags
     old=$IFS; IFS=';'
-    for f in $3; do cat "$f" >> "$log/artifacts" 2>/dev/null; done
+    for f in $pats; do cat "$f" >> "$log/artifacts" 2>/dev/null; done
     IFS=$old ;;
   "meta-data exists") exit 100 ;; # no key is set (the agent's clicommand/meta_data_exists.go)
 esac

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -58,59 +57,6 @@ func Find(name string, environ []string) (*Agent, error) {
 // upload`.
 func (a *Agent) PipelineUpload(ctx context.Context, doc []byte) error {
 	return a.run(ctx, "", doc, "pipeline", "upload")
-}
-
-// ArtifactUpload uploads files (paths relative to dir) with one `artifact
-// upload` run in dir, so the artifacts keep those names (result.json,
-// profile_data/profile.0.zip): what the eval step's artifact_paths and
-// `kbgen submit` expect. The agent reads its argument as glob patterns
-// joined by ";" (agent clicommand/artifact_upload.go: --delimiter ";",
-// globs unless --literal), so a name the container chose could add a
-// pattern ("x;*" uploads the whole checkout): only SafeArtifactPath names
-// are passed on; the others are refused in the error, and the rest still
-// uploaded.
-func (a *Agent) ArtifactUpload(ctx context.Context, dir string, files []string) error {
-	var ok, refused []string
-	for _, f := range files {
-		if SafeArtifactPath(f) {
-			ok = append(ok, f)
-		} else {
-			refused = append(refused, strconv.QuoteToASCII(f))
-		}
-	}
-	var errs []error
-	if len(refused) > 0 {
-		errs = append(errs, fmt.Errorf("artifact upload: refused %d unsafe name(s) (want %s): %s", len(refused), safeArtifactRule, strings.Join(refused, ", ")))
-	}
-	if len(ok) > 0 {
-		errs = append(errs, a.run(ctx, dir, nil, "artifact", "upload", strings.Join(ok, ";")))
-	}
-	return errors.Join(errs...)
-}
-
-// safeArtifactRule is what SafeArtifactPath accepts, in words.
-const safeArtifactRule = "relative paths of letters, digits, '.', '_' and '-', no '..'"
-
-// SafeArtifactPath reports whether p can be handed to `artifact upload`
-// as a literal file name: a relative path whose components are letters,
-// digits, '.', '_' and '-' only, none "." or "..". That leaves out the
-// delimiter ';', every glob character (* ? [ ] { } ! and the \ escape),
-// spaces, control characters and absolute paths.
-func SafeArtifactPath(p string) bool {
-	if p == "" || len(p) > 255 {
-		return false
-	}
-	for _, part := range strings.Split(p, "/") {
-		if part == "" || part == "." || part == ".." {
-			return false
-		}
-		for _, c := range part {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // Annotate posts markdown as the build's annotation under context, with
@@ -157,15 +103,20 @@ func (a *Agent) run(ctx context.Context, dir string, stdin []byte, args ...strin
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	what := "buildkite-agent " + args[0] + " " + args[1]
-	if err := cmd.Run(); err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.Exited() {
-			return fmt.Errorf("%s failed (exit %d): %s", what, ee.ExitCode(), summary(out.String()))
-		}
-		return fmt.Errorf("running %s: %w", what, err)
+	return ranErr("buildkite-agent "+args[0]+" "+args[1], cmd.Run(), out.String())
+}
+
+// ranErr is a finished agent call's error: nil, its exit status with the
+// summary of its output, or why it could not run.
+func ranErr(what string, err error, output string) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.Exited() {
+		return fmt.Errorf("%s failed (exit %d): %s", what, ee.ExitCode(), summary(output))
+	}
+	return fmt.Errorf("running %s: %w", what, err)
 }
 
 // summary is the agent's output on one line: all of it when short, else

@@ -41,7 +41,7 @@ func TestAgentCalls(t *testing.T) {
 	}
 	read := func(name string) string { b, _ := os.ReadFile(filepath.Join(logDir, name)); return string(b) }
 	for _, c := range []struct{ file, want string }{
-		{"0.argv", "artifact\nupload\nresult.json;profile_data/profile.0.zip\n"},
+		{"0.argv", "artifact\nupload\n--debug\n--no-color\n--debug-http=false\nresult.json;profile_data/profile.0.zip\n"},
 		{"0.cwd", out + "\n"},
 		{"1.argv", "annotate\n--style\nsuccess\n--context\nkbgen-result\n"},
 		{"1.stdin", "**hello** | table"},
@@ -112,7 +112,7 @@ func TestArtifactUploadRefusesPatterns(t *testing.T) {
 		t.Errorf("error = %v, want the %d refused names", err, len(hostile))
 	}
 	argv, _ := os.ReadFile(filepath.Join(logDir, "0.argv"))
-	if string(argv) != "artifact\nupload\nresult.json;profile_data/profile.0.zip\n" {
+	if string(argv) != "artifact\nupload\n--debug\n--no-color\n--debug-http=false\nresult.json;profile_data/profile.0.zip\n" {
 		t.Errorf("agent argv = %q", argv)
 	}
 }

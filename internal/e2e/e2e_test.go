@@ -343,7 +343,8 @@ func TestImageMissingOnOneAgent(t *testing.T) {
 
 // TestE2EOverhead prints where an eval and a bootstrap job spend their
 // time on the agent (docs/performance.md records it). It asserts only that
-// the phases were found; the numbers are for reading.
+// the phases were found (the eval job's container exit and publish
+// included); the numbers are for reading.
 func TestE2EOverhead(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	const builds = 3
@@ -357,10 +358,15 @@ func TestE2EOverhead(t *testing.T) {
 				t.Fatalf("build %d job %s: phases not found in its log:\n%s", n, j.Key, j.Log)
 			}
 			var eval time.Duration
+			seen := map[string]bool{}
 			for _, p := range ps {
+				seen[p.Name] = true
 				if strings.HasPrefix(p.Name, "evaluation") {
 					eval = p.Took
 				}
+			}
+			if j.Key == "eval" && (!seen["container exit and removal, vouch"] || !seen["hook's publish"]) {
+				t.Errorf("build %d: the eval job's log lacks the container-exit or publish mark:\n%s", n, FormatPhases(ps))
 			}
 			t.Logf("build %d, %s job on %s: overhead %.2f s (accept → finish %.2f s minus evaluation %.2f s)\n%s", n, j.Key, j.Agent,
 				(j.Finished.Sub(j.Accepted) - eval).Seconds(), j.Finished.Sub(j.Accepted).Seconds(), eval.Seconds(), FormatPhases(ps))
@@ -382,7 +388,7 @@ func TestDoctorE2E(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("doctor --e2e: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"job bootstrap on doctor-gpu1: passed", "job eval on doctor-gpu1: passed", "evaluation (kbgen run)", "container exit, hook's publish", `"success":true`, "PASS  e2e"} {
+	for _, want := range []string{"job bootstrap on doctor-gpu1: passed", "job eval on doctor-gpu1: passed", "evaluation (kbgen run)", "container exit and removal, vouch", "hook's publish", `"success":true`, "PASS  e2e"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("doctor --e2e output lacks %q:\n%s", want, r.stdout)
 		}

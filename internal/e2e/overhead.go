@@ -22,9 +22,13 @@ var phaseMarks = []struct{ name, mark string }{
 	{"post-checkout hook (pin plugin)", "~~~ Running global post-checkout hook"},
 	{"plugin hook, kbgen sandbox, docker start", "~~~ Running plugin gpu-docker command hook"},
 	{"evaluation (kbgen run)", "kbgen run: "},
-	// kbgen run --publish keeps the agent's output to itself: container
-	// exit, collection and the publish are one phase here.
-	{"container exit, hook's publish", "kbgen run: wrote "},
+	// From the runner's last line to the sandbox's verdict: the container
+	// exits, docker removes it (docker run --rm returns only then), the
+	// sandbox verifies the sealed result and scans the host once more.
+	{"container exit and removal, vouch", "kbgen run: wrote "},
+	// kbgen run --publish keeps the agent's output to itself: the artifact
+	// upload, annotation and meta-data, and the hook's end, are one phase.
+	{"hook's publish", "kbgen sandbox: the result sealed by kbgen run verifies"},
 	{"artifact_paths upload", "~~~ Uploading artifacts"},
 	{"bootstrap command (kbgen generate --upload)", "~~~ Running commands"},
 }
