@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -113,19 +114,31 @@ func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProble
 	if len(gpus) == 0 {
 		return nil, nil
 	}
+	// The three queries run at once: each nvidia-smi start costs tens
+	// of milliseconds (~80 ms on an H100, docs/performance.md).
+	var apps []byte
+	var appsErr, remapErr error
+	var remaps map[string][]string
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		apps, appsErr = c.tool(ctx, "nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
+	})
+	wg.Go(func() { remaps, remapErr = c.remappedRows(ctx) })
 	state, err := c.tool(ctx, "nvidia-smi", "--query-gpu=uuid,pci.bus_id,memory.used,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits")
+	wg.Wait()
 	if errors.Is(err, exec.ErrNotFound) {
 		c.logf("kbgen sandbox: clean-GPU check skipped: nvidia-smi is not on PATH")
 		return nil, nil
 	}
+	if err == nil {
+		err = appsErr
+	}
 	if err != nil {
 		return nil, refusef("clean-GPU check: nvidia-smi: %v", err)
 	}
-	apps, err := c.tool(ctx, "nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
-	if err != nil {
-		return nil, refusef("clean-GPU check: nvidia-smi: %v", err)
+	if remapErr != nil {
+		c.logf("kbgen sandbox: clean-GPU check: row remapping not read: %v", remapErr)
 	}
-	remaps := c.remappedRows(ctx)
 	klog := c.kernelLog()
 	rows, procs := csvRows(state, 4), csvRows(apps, 4)
 	var problems []gpuProblem
@@ -167,14 +180,13 @@ func (c GPUCheck) nvidiaGPU(id string, row, proc, remap []string, klog []kmsgRec
 }
 
 // remappedRows reads the row remapper (Ampere and later); an older GPU
-// or driver that cannot answer is logged and not judged.
-func (c GPUCheck) remappedRows(ctx context.Context) map[string][]string {
+// or driver that cannot answer is an error the caller logs, not judges.
+func (c GPUCheck) remappedRows(ctx context.Context) (map[string][]string, error) {
 	out, err := c.tool(ctx, "nvidia-smi", "--query-remapped-rows=gpu_uuid,remapped_rows.pending,remapped_rows.failure", "--format=csv,noheader,nounits")
 	if err != nil {
-		c.logf("kbgen sandbox: clean-GPU check: row remapping not read: %v", err)
-		return nil
+		return nil, err
 	}
-	return csvRows(out, 3)
+	return csvRows(out, 3), nil
 }
 
 // kernelLog reads the kernel log for Xid reports; where this user may not
