@@ -185,6 +185,7 @@ func ParseRegistry(data []byte) (*Registry, error) {
 		if err := v.validate(); err != nil {
 			return nil, fmt.Errorf("vendor %q: %w", v.Queue, err)
 		}
+		v.Resources.canonicalSizes()
 		for _, name := range append([]string{v.Queue}, v.Aliases...) {
 			if other, dup := reg.byName[name]; dup {
 				return nil, fmt.Errorf("queue name %q is used by both %q and %q", name, other.Queue, v.Queue)
@@ -232,6 +233,18 @@ var (
 func validSize(s string) bool {
 	_, err := size.Parse(s)
 	return err == nil
+}
+
+// canonicalSizes writes memory and shm-size in docker's shortest whole
+// form (1.5g → 1536m, 64GiB → 64g): the form plugin.yml's schema states
+// and every consumer of the registry and the plugin config sees. Called
+// once validate has parsed them.
+func (r *Resources) canonicalSizes() {
+	for _, s := range []*string{&r.Memory, &r.ShmSize} {
+		if b, err := size.Parse(*s); err == nil {
+			*s = b.String()
+		}
+	}
 }
 
 func validQueueName(s string) bool { return len(s) <= 63 && queueName.MatchString(s) }

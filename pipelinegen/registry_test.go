@@ -2,6 +2,7 @@ package pipelinegen
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,6 +133,30 @@ func TestRegistryValidation(t *testing.T) {
 	}
 	if _, err := ParseRegistry([]byte("vendors: []\n")); err == nil {
 		t.Fatal("empty registry accepted")
+	}
+}
+
+// TestRegistrySizesCanonical: sizes are kept in docker's shortest whole
+// form, the one plugin.yml's schema states and the plugin config carries.
+func TestRegistrySizesCanonical(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, memory, shm, wantMemory, wantShm string }{
+		{"already canonical", "8g", "1g", "8g", "1g"},
+		{"fraction", "1.5g", "0.5g", "1536m", "512m"},
+		{"docker's other spellings", "8GiB", "1024 mb", "8g", "1g"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			doc := fmt.Sprintf("vendors:\n  - {queue: q1, donor: D, gpu: G, runtime: nvidia, image: img:1, resources: {gpus: 1, cpus: 2, memory: %q, shm-size: %q, pids-limit: 256}, timeouts: {max-minutes: 30}}\n", tt.memory, tt.shm)
+			reg, err := ParseRegistry([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := reg.Vendors[0].Resources; r.Memory != tt.wantMemory || r.ShmSize != tt.wantShm {
+				t.Errorf("memory %q, shm-size %q; want %q, %q", r.Memory, r.ShmSize, tt.wantMemory, tt.wantShm)
+			}
+		})
 	}
 }
 

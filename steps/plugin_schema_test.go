@@ -13,6 +13,9 @@ import (
 
 	"github.com/buildkite/go-pipeline"
 	"gopkg.in/yaml.v3"
+
+	"github.com/gpu-mode/kbgen/internal/imageref"
+	"github.com/gpu-mode/kbgen/internal/size"
 )
 
 type pluginSchema struct {
@@ -69,6 +72,36 @@ func TestPluginSchemaMatchesConfigType(t *testing.T) {
 	}
 	if s.Configuration.AdditionalProperties {
 		t.Error("schema allows additional properties")
+	}
+}
+
+// TestPluginSchemaPatternsAgree: plugin.yml's patterns say what the
+// generator emits, so they must take every image internal/imageref takes
+// (and nothing it refuses) and every size in internal/size's written form.
+func TestPluginSchemaPatternsAgree(t *testing.T) {
+	t.Parallel()
+	props := loadPluginSchema(t).Configuration.Properties
+	image := regexp.MustCompile(props["image"].Pattern)
+	digest := "@sha256:" + strings.Repeat("ab", 32)
+	for _, ref := range []string{
+		"ubuntu", "ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1", "img" + digest, "localhost:5000/a/b:t" + digest,
+		"Example.com/img:12.8-Devel", "a.b_c__d---e/f", "img@sha512:" + strings.Repeat("ab", 64),
+		"", "--privileged", "gpu-mode/Kbgen", "img$(id)", "a:b:c", "a//b", "img-", "a___b", "img:.x",
+		"img@sha256:abc", "img@md5:" + strings.Repeat("a", 32), "[::1]:5000/img", "img:" + strings.Repeat("t", 129),
+	} {
+		_, err := imageref.Parse(ref)
+		if image.MatchString(ref) != (err == nil) {
+			t.Errorf("image %q: schema pattern matches %v, imageref.Parse error %v", ref, image.MatchString(ref), err)
+		}
+	}
+	for _, key := range []string{"memory", "shm-size"} {
+		pattern := regexp.MustCompile(props[key].Pattern)
+		for _, in := range []string{"64g", "1.5g", "64GiB", "100b", "2t", "1p", "68719476737"} {
+			b, err := size.Parse(in)
+			if err != nil || !pattern.MatchString(b.String()) {
+				t.Errorf("%s %q written %q (%v): the schema pattern refuses it", key, in, b, err)
+			}
+		}
 	}
 }
 
