@@ -73,3 +73,20 @@ func TestKernelLogSince(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReadKernelLog: what reading the whole kernel log costs each
+// check (docs/performance.md).
+func BenchmarkReadKernelLog(b *testing.B) {
+	if _, err := os.Open(DefaultKernelLog); err != nil {
+		b.Skipf("%s not readable here: %v", DefaultKernelLog, err)
+	}
+	n := 0
+	for b.Loop() {
+		recs, err := readKernelLog(DefaultKernelLog)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(recs)
+	}
+	b.ReportMetric(float64(n), "records")
+}
