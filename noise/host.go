@@ -168,19 +168,35 @@ func isEngine(comm string) bool {
 	return false
 }
 
+// HostRetry is what the sandbox knows when it merges the host section,
+// for the one retry decision the runner could not make: the host's
+// evidence exists only after the container has exited.
+type HostRetry struct {
+	// Completed: the runner's own sealed result came back and it exited
+	// 0 (the run completed, and the runner did not retry it).
+	Completed bool
+	// Ranked and Retries are DecideRetry's: the job's mode is ranked,
+	// and BUILDKITE_RETRY_COUNT.
+	Ranked  bool
+	Retries string
+}
+
 // MergeHost puts h into the noise.json at path as its `host` key,
 // replacing whatever `host` the container wrote (it writes the file
 // itself, so it could forge one), and makes the top verdict noisy when
-// h is. The runner's exit code and retry decision are not revisited: the
-// job has already exited. It reports false, writing nothing, when there
-// is no noise.json (a test-only job records no noise).
-func MergeHost(path string, h *HostSection) (bool, error) {
+// h is. When h is noisy and the runner completed without retrying, the
+// retry is decided again with the host's reasons (vouched: the
+// submission can neither write nor provoke them) under the record's own
+// policy; retry reports it, and the record says so (`retry`,
+// `retry_reason`). merged is false, nothing written, when there is no
+// noise.json (a test-only job records no noise).
+func MergeHost(path string, h *HostSection, hr HostRetry) (merged, retry bool, err error) {
 	rec, err := readWithoutHost(path)
 	if os.IsNotExist(err) {
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("merging the host section into %s: %w", contract.NoiseFile, err)
+		return false, false, fmt.Errorf("merging the host section into %s: %w", contract.NoiseFile, err)
 	}
 	rec.Host = h
 	// The runner's reasons stay; any "host" reason the container wrote
@@ -197,8 +213,15 @@ func MergeHost(path string, h *HostSection) (bool, error) {
 	}
 	if h.Verdict == Noisy {
 		rec.Verdict = Noisy
+		if hr.Completed && !rec.Retry {
+			retry = rec.DecideRetry(hr.Ranked, hr.Retries)
+		}
 	}
-	return true, Write(path, rec)
+	if err := Write(path, rec); err != nil {
+		// Unrecorded, a retry would be invisible: none is granted.
+		return true, false, err
+	}
+	return true, retry, nil
 }
 
 // readWithoutHost reads a noise.json with its `host` key dropped first,

@@ -126,7 +126,7 @@ func TestHostWatchUnknownCPUs(t *testing.T) {
 func TestMergeHost(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "noise.json")
-	if merged, err := MergeHost(path, &HostSection{Verdict: Noisy}); merged || err != nil {
+	if merged, _, err := MergeHost(path, &HostSection{Verdict: Noisy}, HostRetry{}); merged || err != nil {
 		t.Fatalf("no noise.json: merged %v, err %v; want nothing written", merged, err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
@@ -146,8 +146,8 @@ func TestMergeHost(t *testing.T) {
 			h := &HostSection{Window: HostWindow, Verdict: Noisy, CPUs: "1",
 				Reasons: []Reason{{Run: "host", Source: "foreign_processes", External: true, Message: "busyloop[20]"}},
 				Foreign: ForeignReport{Availability: Availability{Status: OK}, CPUPercent: 50}}
-			if merged, err := MergeHost(path, h); !merged || err != nil {
-				t.Fatalf("merged %v, err %v", merged, err)
+			if merged, retry, err := MergeHost(path, h, HostRetry{}); !merged || retry || err != nil {
+				t.Fatalf("merged %v, retry %v, err %v", merged, retry, err)
 			}
 			b, err := os.ReadFile(path)
 			if err != nil {
@@ -180,5 +180,57 @@ func TestMergeHost(t *testing.T) {
 func BenchmarkHostWatchThisMachine(b *testing.B) {
 	for b.Loop() {
 		_ = BeginHost(HostConfig{CPUs: []int{0}}).End(Policy{})
+	}
+}
+
+// TestMergeHostRetry: a noisy host section decides the retry the runner
+// could not, under the record's own policy, only for a completed ranked
+// first attempt the runner did not already retry; a clean one never does.
+func TestMergeHostRetry(t *testing.T) {
+	t.Parallel()
+	noisy := &HostSection{Window: HostWindow, Verdict: Noisy, CPUs: "1",
+		Reasons: []Reason{{Run: "host", Source: "foreign_processes", External: true, Vouched: true, Message: "busyloop[20]"}}}
+	first := HostRetry{Completed: true, Ranked: true, Retries: "0"}
+	tests := []struct {
+		name        string
+		runnerRetry bool
+		policyRetry bool
+		host        *HostSection
+		hr          HostRetry
+		want        bool
+		wantReason  string
+	}{
+		{"granted", false, true, noisy, first, true, "busyloop[20]"},
+		{"policy without retry", false, false, noisy, first, false, ""},
+		{"not ranked", false, true, noisy, HostRetry{Completed: true, Retries: "0"}, false, ""},
+		{"runner did not complete", false, true, noisy, HostRetry{Ranked: true, Retries: "0"}, false, ""},
+		{"second attempt", false, true, noisy, HostRetry{Completed: true, Ranked: true, Retries: "1"}, false, "already retry 1"},
+		{"the runner already retried", true, true, noisy, first, false, "runner's own"},
+		{"clean host", false, true, &HostSection{Window: HostWindow, Verdict: Clean, Reasons: []Reason{}}, first, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "noise.json")
+			rec := &Record{Version: Version, Verdict: Clean, Reasons: []Reason{}, Retry: tt.runnerRetry,
+				Policy: Policy{Retry: tt.policyRetry}.WithDefaults(), Runs: map[string]*Run{}}
+			if tt.runnerRetry {
+				rec.RetryReason = "the runner's own"
+			}
+			if err := Write(path, rec); err != nil {
+				t.Fatal(err)
+			}
+			merged, retry, err := MergeHost(path, tt.host, tt.hr)
+			if !merged || err != nil || retry != tt.want {
+				t.Fatalf("merged %v, retry %v, err %v; want retry %v", merged, retry, err, tt.want)
+			}
+			got, err := Read(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Retry != (tt.want || tt.runnerRetry) || !strings.Contains(got.RetryReason, tt.wantReason) {
+				t.Errorf("noise.json retry %v %q; want %v with %q", got.Retry, got.RetryReason, tt.want || tt.runnerRetry, tt.wantReason)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/signing"
@@ -30,9 +31,12 @@ func ExitCode(err error) int {
 // Exit is the exit code of a run that finished, and why it is not the
 // container's own when it is not: docker could not run the container or
 // the host could not write the vouched result (75: the machine's fault),
-// or `kbgen run` left no result the sandbox could verify (then 0 and 75
-// become 1: a job whose runner was killed or silenced from inside has
-// failed, and is not retried elsewhere; other codes, such as 137, stand).
+// the host saw external noise that earns a ranked run its one retry
+// (75, noise.json says so: the runner decided before that evidence
+// existed), or `kbgen run` left no result the sandbox could verify (then
+// 0 and 75 become 1: a job whose runner was killed or silenced from
+// inside has failed, and is not retried elsewhere; other codes, such as
+// 137, stand).
 func (o Outcome) Exit() (int, error) {
 	unverified := o.Vouch != nil && !o.Vouch.Verified
 	switch {
@@ -44,6 +48,8 @@ func (o Outcome) Exit() (int, error) {
 		return o.Code, nil
 	case o.WriteErr != nil:
 		return exitcode.TempFail, o.WriteErr
+	case o.HostRetry:
+		return exitcode.TempFail, fmt.Errorf("external noise seen from the host (%s retry): exit 75 so Buildkite runs the job again on another agent", contract.NoiseFile)
 	}
 	return exitcode.OK, nil
 }

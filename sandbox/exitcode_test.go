@@ -47,6 +47,8 @@ func TestOutcomeExit(t *testing.T) {
 		{"runner code beats a write failure", Outcome{Code: 143, WriteErr: errors.New("x")}, 143, false},
 		{"verified result", Outcome{Vouch: &Vouch{Verified: true}}, 0, false},
 		{"verified result, runner's 75", Outcome{Code: 75, Vouch: &Vouch{Verified: true}}, 75, false},
+		{"verified result, host noise retry", Outcome{Vouch: &Vouch{Verified: true}, HostRetry: true}, 75, true},
+		{"runner's code beats a host noise retry", Outcome{Code: 143, Vouch: &Vouch{Verified: true}, HostRetry: true}, 143, false},
 		{"nothing verifies, exit 0", Outcome{Vouch: &Vouch{Reason: "forged"}}, 1, true},
 		{"nothing verifies, exit 75 is not retried", Outcome{Code: 75, Vouch: &Vouch{Reason: "forged"}}, 1, true},
 		{"nothing verifies, killed", Outcome{Code: 137, Vouch: &Vouch{Reason: "killed"}}, 137, false},

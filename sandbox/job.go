@@ -57,6 +57,9 @@ type Job struct {
 	// check is the clean-GPU check of the leased GPUs (gpucheck.go).
 	check   GPUCheck
 	runtime string
+	// retry is the job's side of a retry on the host's evidence (its mode
+	// and BUILDKITE_RETRY_COUNT); completed is added after the run.
+	retry noise.HostRetry
 }
 
 // NewJob reads the plugin config, the placement and the payload from the
@@ -128,7 +131,8 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	}
 	path, hasPath := lookup("PATH")
 	check := GPUCheck{StateDir: lease.Dir, Sysfs: host.SysfsRoot, Reset: get(lookup, contract.EnvGPUReset) == "1", Lookup: func(k string) (string, bool) { return path, k == "PATH" && hasPath }}
-	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: in.encoded, policy: policy.WithDefaults(), lease: lease, check: check, runtime: string(cfg.Runtime)}, nil
+	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: in.encoded, policy: policy.WithDefaults(), lease: lease, check: check, runtime: string(cfg.Runtime),
+		retry: noise.HostRetry{Ranked: in.ranked, Retries: get(lookup, contract.EnvBuildkiteRetryCount)}}, nil
 }
 
 // jobInput is what both launchers read of the job: the payload (none
@@ -137,19 +141,25 @@ type jobInput struct {
 	encoded    string
 	hasPayload bool
 	jobID      string
+	// ranked: the job's mode is leaderboard or private (a host noise
+	// retry needs it).
+	ranked bool
 }
 
 // readJobInput reads the payload, refusing a bad one before anything
 // starts, and, in a Buildkite job, checks its queue with route.
 func readJobInput(lookup func(string) (string, bool), cmd []string, route func(func(string) (string, bool)) error) (jobInput, error) {
 	encoded, perr := payload.JoinEnv(lookup)
+	ranked := false
 	if IsRunnerCommand(cmd) {
 		if perr != nil {
 			return jobInput{}, perr
 		}
-		if _, err := payload.Decode(encoded); err != nil {
+		cfg, err := payload.Decode(encoded)
+		if err != nil {
 			return jobInput{}, err
 		}
+		ranked = cfg.Mode.Ranked()
 	} else if perr != nil {
 		var pe *payload.Error
 		if !errors.As(perr, &pe) || pe.Kind != payload.KindNoPayload {
@@ -157,7 +167,7 @@ func readJobInput(lookup func(string) (string, bool), cmd []string, route func(f
 		}
 		encoded = ""
 	}
-	in := jobInput{encoded: encoded, hasPayload: perr == nil, jobID: get(lookup, contract.EnvJobID)}
+	in := jobInput{encoded: encoded, hasPayload: perr == nil, jobID: get(lookup, contract.EnvJobID), ranked: ranked}
 	if in.jobID == "" {
 		in.jobID = "local-" + strconv.Itoa(os.Getpid())
 	} else if err := route(lookup); err != nil {
@@ -211,6 +221,10 @@ type Outcome struct {
 	HostNoise *noise.HostSection
 	// HostNoiseErr is a failure merging it; the exit code stands.
 	HostNoiseErr error
+	// HostRetry: the host section is external noise the runner could not
+	// see, and the queue's policy grants this job its one retry (noise.json
+	// says so): Exit is 75.
+	HostRetry bool
 	// WriteErr is a failure writing the vouched files (the host's disk).
 	WriteErr error
 }
@@ -293,18 +307,21 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	v, werr := vouch(outDir, key, sp, code)
 	o.Vouch, o.WriteErr = &v, werr
 	if werr == nil && host != nil {
-		o.HostNoise, o.HostNoiseErr = j.mergeHostNoise(outDir, host)
+		o.HostNoise, o.HostRetry, o.HostNoiseErr = j.mergeHostNoise(outDir, host, v.Verified && code == 0)
 	}
 	return o, nil
 }
 
 // mergeHostNoise adds the host section to the vouched noise.json (the
-// runner's, sealed) in outDir, before anything publishes it; nil when
-// there is none.
-func (j *Job) mergeHostNoise(outDir string, h *noise.HostSection) (*noise.HostSection, error) {
-	merged, err := noise.MergeHost(filepath.Join(outDir, contract.NoiseFile), h)
+// runner's, sealed) in outDir, before anything publishes it, and decides
+// the retry the runner could not (completed: the runner's verified
+// result, exit 0); nil when there is no noise.json.
+func (j *Job) mergeHostNoise(outDir string, h *noise.HostSection, completed bool) (*noise.HostSection, bool, error) {
+	hr := j.retry
+	hr.Completed = completed
+	merged, retry, err := noise.MergeHost(filepath.Join(outDir, contract.NoiseFile), h, hr)
 	if !merged {
-		return nil, err
+		return nil, false, err
 	}
-	return h, err
+	return h, retry, err
 }

@@ -151,7 +151,11 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	if out.HostNoiseErr != nil {
 		fmt.Fprintf(g.Stderr, "kbgen sandbox: %v\n", out.HostNoiseErr)
 	} else if h := out.HostNoise; h != nil {
-		fmt.Fprintf(g.Stderr, "kbgen sandbox: noise seen from the host over the whole job: %s (foreign CPU %.1f %% of CPUs %s); recorded in %s, the exit code stands\n", h.Verdict, h.Foreign.CPUPercent, h.CPUs, contract.NoiseFile)
+		then := "the exit code stands"
+		if out.HostRetry {
+			then = "the job is retried (exit 75)"
+		}
+		fmt.Fprintf(g.Stderr, "kbgen sandbox: noise seen from the host over the whole job: %s (foreign CPU %.1f %% of CPUs %s); recorded in %s, %s\n", h.Verdict, h.Foreign.CPUPercent, h.CPUs, contract.NoiseFile, then)
 	}
 	return exitcode.Exit(out.Exit())
 }
