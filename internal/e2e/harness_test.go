@@ -55,19 +55,21 @@ func srcRoot(t testing.TB) string {
 // `kbgen node install`, one control agent holding the signing key, and the
 // local Buildkite they all take jobs from.
 type harness struct {
-	t        *testing.T
-	dir      string
-	root     string // the node's staging root
-	bin      string // kbgen and buildkite-agent, first on every PATH
-	agentBin string
-	kbgen    string
-	image    string
-	vendors  string
-	privKey  string
-	srv      *fakebuildkite.Server
-	node     []NodeAgent
-	gpus     []*Agent
-	control  *Agent
+	t    *testing.T
+	dir  string
+	root string // the node's staging root
+	// controlRoot is the control agent's staging root.
+	controlRoot string
+	bin         string // kbgen and buildkite-agent, first on every PATH
+	agentBin    string
+	kbgen       string
+	image       string
+	vendors     string
+	privKey     string
+	srv         *fakebuildkite.Server
+	node        []NodeAgent
+	gpus        []*Agent
+	control     *Agent
 }
 
 type harnessOpts struct {
@@ -128,6 +130,12 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
     resources: {gpus: 1, cpus: 1, memory: 1g, shm-size: 64m, pids-limit: 512}
     timeouts: {startup-minutes: 5, max-minutes: %d}
 `, vendorQueue, h.image, o.vendorTimeoutMinutes), 0o644))
+	// The control agent as kbgen node install --control sets it up: its
+	// hooks give the bootstrap the key and the registry, and skip the
+	// checkout.
+	h.controlRoot = filepath.Join(h.dir, "control-root")
+	h.run(nil, "node", "install", "--control", "--root", h.controlRoot, "--signing-key", h.privKey, "--vendors", h.vendors,
+		"--spawn", "1", "--agent-binary", agentBin, "--kbgen-path", h.kbgen, "--token-file", token)
 
 	repo := filepath.Join(h.dir, "repo")
 	must(t, MakeRepo(repo, srcRoot(t)))
@@ -198,11 +206,16 @@ func (h *harness) writeMachine() {
 // path is the PATH of agents and the CLI: kbgen and the agent first.
 func (h *harness) path() string { return "PATH=" + h.bin + ":" + os.Getenv("PATH") }
 
+// startControl starts the control agent kbgen node install --control
+// rendered, with its config and hooks.
 func (h *harness) startControl(name string) *Agent {
 	dir := filepath.Join(h.dir, "agents", name)
+	ca, err := ReadControl(h.controlRoot)
+	must(h.t, err)
+	cfg, err := ca.Prepare(h.controlRoot, dir)
+	must(h.t, err)
 	a, err := StartAgent(AgentSpec{Binary: h.agentBin, Name: name, Endpoint: h.srv.AgentEndpoint(), Token: h.srv.AgentToken(),
-		Tags: "queue=" + controlQueue, Dir: dir,
-		Env: []string{h.path(), "HOME=" + dir, "KBGEN_SIGNING_KEY=" + h.privKey, "KBGEN_VENDORS=" + h.vendors}})
+		Config: cfg, Dir: dir, Env: []string{h.path(), "HOME=" + dir}})
 	must(h.t, err)
 	h.t.Cleanup(func() { h.stopAgent(a) })
 	return a

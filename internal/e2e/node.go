@@ -67,7 +67,34 @@ func readEnvFile(path string) ([]string, error) {
 // instead of the node paths they were rendered for; under / they are the
 // files as installed.
 func (na NodeAgent) Prepare(root, dir string) (string, error) {
-	src := filepath.Join(root, node.ConfigDir, na.Plan.ID, "hooks")
+	return prepare(root, filepath.Join(root, node.ConfigDir, na.Plan.ID), dir)
+}
+
+// ControlAgent is the control agent `kbgen node install --control` wrote.
+type ControlAgent struct {
+	Config string // its buildkite-agent.cfg
+}
+
+// ReadControl finds the control agent installed under root.
+func ReadControl(root string) (ControlAgent, error) {
+	cfg := filepath.Join(root, node.ControlDir, "buildkite-agent.cfg")
+	if _, err := os.Stat(cfg); err != nil {
+		return ControlAgent{}, fmt.Errorf("no control agent installed under %s (run kbgen node install --control): %w", root, err)
+	}
+	return ControlAgent{Config: cfg}, nil
+}
+
+// Prepare copies the control agent's hooks (environment, checkout) and
+// config into dir, as NodeAgent.Prepare does; under a staging root the
+// hook exports the root's signing key and registry.
+func (ca ControlAgent) Prepare(root, dir string) (string, error) {
+	return prepare(root, filepath.Join(root, node.ControlDir), dir)
+}
+
+// prepare copies an installed agent directory's hooks and config into
+// dir, rerooted, and returns the config's copy.
+func prepare(root, agentDir, dir string) (string, error) {
+	src := filepath.Join(agentDir, "hooks")
 	dst := filepath.Join(dir, "hooks")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return "", err
@@ -82,11 +109,12 @@ func (na NodeAgent) Prepare(root, dir string) (string, error) {
 		}
 	}
 	cfg := filepath.Join(dir, "buildkite-agent.cfg")
-	return cfg, copyRerooted(na.Config, cfg, root, 0o644)
+	return cfg, copyRerooted(filepath.Join(agentDir, "buildkite-agent.cfg"), cfg, root, 0o644)
 }
 
 // copyRerooted copies a rendered file, pointing its node paths (the pinned
-// plugin, the verification key) under root.
+// plugin, the verification key, the control agent's key and registry)
+// under root.
 func copyRerooted(src, dst, root string, mode os.FileMode) error {
 	b, err := os.ReadFile(src)
 	if err != nil {
@@ -94,5 +122,6 @@ func copyRerooted(src, dst, root string, mode os.FileMode) error {
 	}
 	b = bytes.ReplaceAll(b, []byte(node.PluginDir), []byte(filepath.Join(root, node.PluginDir)))
 	b = bytes.ReplaceAll(b, []byte(node.JWKSFile), []byte(filepath.Join(root, node.JWKSFile)))
+	b = bytes.ReplaceAll(b, []byte(node.ControlDir+"/"), []byte(filepath.Join(root, node.ControlDir)+"/"))
 	return os.WriteFile(dst, b, mode)
 }

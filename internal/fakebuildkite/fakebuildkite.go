@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -144,16 +145,31 @@ const DefaultUser = "kbgen"
 
 // New starts both servers. now is the clock build states follow (nil:
 // time.Now); tests pass a virtual clock the client also sleeps on.
-func New(now func() time.Time) *Server {
+func New(now func() time.Time) *Server { return newServer(now, nil) }
+
+// newServer is New with the REST API on apiLn (nil: a free port).
+func newServer(now func() time.Time, apiLn net.Listener) *Server {
 	if now == nil {
 		now = time.Now
 	}
 	s := &Server{Org: "gpu-mode", Pipeline: "kernelbot", Token: "bkua_s3cr3t-t0ken-value", now: now, builds: map[int]*build{}, next: 1, script: QuickScript,
 		tokens: map[string]string{}, scopes: map[string][]string{}, settings: NewPipelineSettings(), limit: rateLimit{rejected: map[string]int{}}}
 	s.tokens[s.Token] = DefaultUser
-	s.API = httptest.NewServer(http.HandlerFunc(s.serveAPI))
+	s.API = serveOn(apiLn, http.HandlerFunc(s.serveAPI))
 	s.Storage = httptest.NewServer(http.HandlerFunc(s.serveStorage))
 	return s
+}
+
+// serveOn serves h on ln, or on a free loopback port when ln is nil.
+func serveOn(ln net.Listener, h http.Handler) *httptest.Server {
+	if ln == nil {
+		return httptest.NewServer(h)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	return srv
 }
 
 // Close stops both servers.

@@ -3,7 +3,7 @@ package fakebuildkite
 import (
 	"crypto/rand"
 	"fmt"
-	"net/http/httptest"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -39,6 +39,11 @@ type Options struct {
 	// pipeline an agent uploads (the JSON the agent sent, after signing)
 	// and returns the pipeline to schedule instead.
 	RewriteUpload func(pipeline []byte) []byte
+	// Listen and AgentListen are the REST API's and the Agent API's
+	// addresses (host:port); "" takes a free loopback port. An operator's
+	// rehearsal (kbgen-e2e buildkite) names them so that agent configs and
+	// exported URLs stay valid across restarts.
+	Listen, AgentListen string
 }
 
 // DefaultAgentToken is the registration token of a live server whose
@@ -137,13 +142,35 @@ func NewLive(opts Options) (*Server, error) {
 	if opts.Minute == 0 {
 		opts.Minute = time.Minute
 	}
-	s := New(nil)
+	apiLn, agentLn, err := listeners(opts.Listen, opts.AgentListen)
+	if err != nil {
+		return nil, err
+	}
+	s := newServer(nil, apiLn)
 	// The steps builds start from are the pipeline's settings steps.
 	s.settings.Configuration = string(opts.Pipeline)
 	s.live = &live{opts: opts, agents: map[string]*liveAgent{}, byID: map[string]*liveJob{}, arts: map[string]*liveArtifact{}, stop: make(chan struct{})}
-	s.Agent = httptest.NewServer(s.agentHandler())
+	s.Agent = serveOn(agentLn, s.agentHandler())
 	go s.watch()
 	return s, nil
+}
+
+// listeners opens the named addresses; nil for "".
+func listeners(api, agent string) (apiLn, agentLn net.Listener, err error) {
+	if api != "" {
+		if apiLn, err = net.Listen("tcp", api); err != nil {
+			return nil, nil, fmt.Errorf("fakebuildkite: REST API: %w", err)
+		}
+	}
+	if agent != "" {
+		if agentLn, err = net.Listen("tcp", agent); err != nil {
+			if apiLn != nil {
+				apiLn.Close()
+			}
+			return nil, nil, fmt.Errorf("fakebuildkite: Agent API: %w", err)
+		}
+	}
+	return apiLn, agentLn, nil
 }
 
 // AgentEndpoint is what `buildkite-agent start --endpoint` takes (live
