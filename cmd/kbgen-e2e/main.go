@@ -1,11 +1,12 @@
-// Command kbgen-e2e proves the whole Buildkite path on a vendor node:
-// `kbgen doctor --e2e` runs it. It lives outside the kbgen binary because
+// Command kbgen-e2e proves the whole Buildkite path on a vendor node
+// (`kbgen doctor --e2e` runs it), and serves the same local Buildkite for
+// an operator's rehearsal (kbgen-e2e buildkite). It lives outside the kbgen binary because
 // it links a local Buildkite (internal/fakebuildkite, net/http/httptest),
 // which every kbgen start-up would otherwise pay for and which a shipped
 // runner binary has no use for.
 //
 // Like cmd/kbgen it only parses flags, calls one package function
-// (e2e.RunDoctor) and prints; exit codes come from internal/exitcode.
+// (e2e.RunDoctor, e2e.StartRehearsal) and prints; exit codes come from internal/exitcode.
 package main
 
 import (
@@ -24,7 +25,8 @@ import (
 
 // CLI is kbgen-e2e's commands.
 type CLI struct {
-	Doctor DoctorCmd `cmd:"" help:"Run the example job through a local Buildkite and this node's own agent config (kbgen doctor --e2e)."`
+	Doctor    DoctorCmd    `cmd:"" help:"Run the example job through a local Buildkite and this node's own agent config (kbgen doctor --e2e)."`
+	Buildkite BuildkiteCmd `cmd:"" help:"Serve a local Buildkite (REST and Agent API) with agents from staged installs, for an operator's rehearsal without a Buildkite account."`
 }
 
 // stdio is this process's streams and environment, handed to every command.
@@ -44,7 +46,7 @@ func run(args []string, s *stdio) (code int) {
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("kbgen-e2e"),
-		kong.Description("kbgen-e2e proves the whole Buildkite path on a vendor node with a local Buildkite; kbgen doctor --e2e runs it."),
+		kong.Description("kbgen-e2e proves the whole Buildkite path on a vendor node with a local Buildkite (kbgen doctor --e2e runs it), and serves that local Buildkite for an operator's rehearsal."),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.Writers(s.Stdout, s.Stderr),
