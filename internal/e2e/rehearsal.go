@@ -55,12 +55,12 @@ type Rehearsal struct {
 // pipeline's settings steps (kbgen.PipelineSettings: the bootstrap on the
 // control queue), as the real organisation's do, and the agents of
 // opts.Roots. Close stops everything and removes what it made.
-func StartRehearsal(opts RehearsalOptions) (r *Rehearsal, err error) {
+func StartRehearsal(opts RehearsalOptions) (_ *Rehearsal, err error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
-	r = &Rehearsal{}
+	r := &Rehearsal{}
 	if r.ServerToken, err = randomHex(16); err != nil {
 		return nil, err
 	}
