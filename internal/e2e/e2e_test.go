@@ -349,7 +349,11 @@ func TestE2EOverhead(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	const builds = 3
 	for i := range builds {
-		h.run(h.cliEnv(), "submit", "--queue", vendorQueue, "--example", "vectoradd", "--mode", "test", "--run-id", fmt.Sprintf("overhead-%d", i), "--timeout", "3m", "--quiet")
+		// The upload is cut short at its final states: the finished
+		// build must still carry the artifact submit reads.
+		if r := h.run(h.cliEnv(), "submit", "--queue", vendorQueue, "--example", "vectoradd", "--mode", "test", "--run-id", fmt.Sprintf("overhead-%d", i), "--timeout", "3m", "--quiet"); r.code != 0 {
+			t.Fatalf("build %d: submit exit %d\n%s%s", i+1, r.code, r.stdout, tail(r.stderr, 10))
+		}
 	}
 	for n := 1; n <= builds; n++ {
 		for _, j := range h.srv.Jobs(n) {
