@@ -76,6 +76,7 @@ func (c GPUCheck) Check(ctx context.Context, rt string, ids []string) error {
 	if err := c.resetAll(ctx, rt, problems); err != nil {
 		return err
 	}
+	c.skipKernelLog(ids)
 	if problems, err = c.problems(ctx, rt, ids); err != nil || len(problems) == 0 {
 		return err
 	}
@@ -189,15 +190,18 @@ func (c GPUCheck) remappedRows(ctx context.Context) (map[string][]string, error)
 	return csvRows(out, 3), nil
 }
 
+func (c GPUCheck) kernelLogPath() string {
+	if c.KernelLog == "" {
+		return DefaultKernelLog
+	}
+	return c.KernelLog
+}
+
 // kernelLog reads the kernel log for Xid reports; where this user may not
 // read it (kernel.dmesg_restrict=1 without CAP_SYSLOG) it says so and
 // returns nil: the other checks still run.
 func (c GPUCheck) kernelLog() []kmsgRecord {
-	path := c.KernelLog
-	if path == "" {
-		path = DefaultKernelLog
-	}
-	records, err := readKernelLog(path)
+	records, err := readKernelLog(c.kernelLogPath())
 	if err != nil {
 		c.logf("kbgen sandbox: clean-GPU check: Xid and GPU-reset reports not read: %v (kernel.dmesg_restrict=1? docs/isolation.md)", err)
 		return nil
@@ -211,6 +215,19 @@ func (c GPUCheck) kernelLog() []kmsgRecord {
 // problem is a resettable problem of GPU id.
 func problem(id, format string, args ...any) gpuProblem {
 	return gpuProblem{GPU: id, Msg: fmt.Sprintf(format, args...)}
+}
+
+// skipKernelLog moves each GPU's kernel log baseline to now: what the
+// reset just logged ("GPU reset begin!") is not a new fault. A reset that
+// failed has already refused the job.
+func (c GPUCheck) skipKernelLog(ids []string) {
+	records, err := readKernelLog(c.kernelLogPath())
+	if err != nil {
+		return
+	}
+	for _, id := range ids {
+		kernelLogSince(records, kernelLogFile(c.StateDir, id))
+	}
 }
 
 func isYes(s string) bool {

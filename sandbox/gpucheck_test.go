@@ -340,14 +340,17 @@ func TestGPUCheckReset(t *testing.T) {
 }
 
 // TestGPUCheckResetAMD: an AMD GPU is reset by its PCI address with
-// amd-smi, and passes when the reset cleared it.
+// amd-smi, and passes when the reset cleared it; the "GPU reset" lines
+// the reset itself logs are not taken for a new fault.
 func TestGPUCheckResetAMD(t *testing.T) {
 	t.Parallel()
 	const used = "devices/pci0000:00/0000:c1:00.0/mem_info_vram_used"
 	sys := amdSysfs(t, map[string]string{used: "32212254720\n"})
-	path := standInSMI(t, "", "")
-	must(t, os.WriteFile(filepath.Join(path, "after"), []byte("echo 12582912 >"+filepath.Join(sys, used)+"\n"), 0o644))
-	c := GPUCheck{StateDir: t.TempDir(), Sysfs: sys, KernelLog: emptyKernelLog(t), Reset: true,
+	path, klog := standInSMI(t, "", ""), emptyKernelLog(t)
+	must(t, os.WriteFile(klog, []byte("6,1,1,-;amdgpu 0000:c1:00.0: amdgpu: SMU is initialized successfully!\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(path, "after"), []byte("echo 12582912 >"+filepath.Join(sys, used)+
+		"\necho '3,2,2,-;amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!' >>"+klog+"\n"), 0o644))
+	c := GPUCheck{StateDir: t.TempDir(), Sysfs: sys, KernelLog: klog, Reset: true,
 		Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
 	wantRefusal(t, c.Check(context.Background(), "rocm", []string{"renderD128"}), "")
 	resets, _ := os.ReadFile(filepath.Join(path, "reset.log"))
