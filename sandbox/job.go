@@ -247,18 +247,8 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	defer j.Stage.Remove()
 	sealed := j.Spec.Sealed
 	if sealed {
-		if err := removeVouched(outDir); err != nil {
+		if err := j.prepareOutDir(outDir); err != nil {
 			return Outcome{}, err
-		}
-		if j.Spec.Process != nil {
-			// The step runs beside the sandbox here, not in a container:
-			// the vouched files must go where it cannot plant a symlink.
-			if err := os.MkdirAll(outDir, 0o700); err != nil {
-				return Outcome{}, refusef("results directory: %v", err)
-			}
-			if err := CheckPrivateDir(outDir); err != nil {
-				return Outcome{}, err
-			}
 		}
 	}
 	key, err := seal.NewKey()
@@ -310,6 +300,22 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 		o.HostNoise, o.HostRetry, o.HostNoiseErr = j.mergeHostNoise(outDir, host, v.Verified && code == 0)
 	}
 	return o, nil
+}
+
+// prepareOutDir removes what an earlier run left in outDir. For a
+// process, which runs beside the sandbox and not in a container, outDir
+// must also be where it cannot plant a symlink (CheckPrivateDir).
+func (j *Job) prepareOutDir(outDir string) error {
+	if err := removeVouched(outDir); err != nil {
+		return err
+	}
+	if j.Spec.Process == nil {
+		return nil
+	}
+	if err := os.MkdirAll(outDir, 0o700); err != nil {
+		return refusef("results directory: %v", err)
+	}
+	return CheckPrivateDir(outDir)
 }
 
 // mergeHostNoise adds the host section to the vouched noise.json (the
