@@ -29,12 +29,14 @@ const plantedToken = "bkua_planted_secret_0123456789"
 // its environment, and checks that what the agent would upload is exactly
 // what kbgen meant: the pipeline with `$$` unescaped and nothing expanded.
 func TestAgentDryRunMatchesIntent(t *testing.T) {
+	t.Parallel()
 	agent := agentBinary(t)
 	files, _ := filepath.Glob(filepath.Join(goldenDir, "*", "*.yml"))
 	files = append(files, filepath.Join(goldenDir, "adversarial.yml"))
 	home := t.TempDir()
 	for _, f := range files {
 		t.Run(strings.TrimPrefix(f, goldenDir+"/"), func(t *testing.T) {
+			t.Parallel()
 			cmd := exec.Command(agent, "pipeline", "upload", "--dry-run", "--format", "yaml", f)
 			cmd.Env = []string{
 				"PATH=" + os.Getenv("PATH"),
@@ -78,6 +80,7 @@ func TestAgentDryRunMatchesIntent(t *testing.T) {
 // eval step's env holds the hostile run id byte for byte, and the pipeline
 // still has exactly one step.
 func TestAdversarialRunIDSurvivesVerbatim(t *testing.T) {
+	t.Parallel()
 	agent := agentBinary(t)
 	cmd := exec.Command(agent, "pipeline", "upload", "--dry-run", "--format", "yaml", filepath.Join(goldenDir, "adversarial.yml"))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/root", "BUILDKITE_AGENT_ACCESS_TOKEN=" + plantedToken}
@@ -109,6 +112,7 @@ func TestAdversarialRunIDSurvivesVerbatim(t *testing.T) {
 // uploads it, runs `kbgen generate --upload` on the job's queue, or on the
 // default queue for a build with no job.
 func TestBootstrapPipeline(t *testing.T) {
+	t.Parallel()
 	agent := agentBinary(t)
 	for _, tt := range []struct{ queue, bootstrap, want string }{
 		{"nvidia-h100", "", "nvidia-h100"},

@@ -16,6 +16,7 @@ import (
 // is a passing pipeline, no or an unknown queue and an unreadable file are
 // the caller's mistake (exit 2), a bad job is the job's (65).
 func TestFromBuild(t *testing.T) {
+	t.Parallel()
 	reg, err := LoadRegistry("")
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +49,7 @@ func TestFromBuild(t *testing.T) {
 		{name: "bad priority", env: map[string]string{contract.EnvPayload: in.Encoded, contract.EnvQueue: "h100", contract.EnvPriority: "high"}, err: contract.EnvPriority},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tc.b.Lookup = contract.MapLookup(tc.env)
 			p, noJob, err := FromBuild(reg, tc.b, Options{})
 			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {

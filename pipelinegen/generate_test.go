@@ -46,6 +46,7 @@ func evalOf(t *testing.T, p *pipeline.Pipeline) *pipeline.CommandStep {
 }
 
 func TestStepTimeout(t *testing.T) {
+	t.Parallel()
 	v := mustVendor(t, "nvidia-h100")
 	// Each run costs 120 s of warm-up/compile plus its mode timeout; the
 	// sum is rounded up to minutes and the vendor's 5 start-up minutes added.
@@ -78,6 +79,7 @@ func TestStepTimeout(t *testing.T) {
 }
 
 func TestPriority(t *testing.T) {
+	t.Parallel()
 	v := mustVendor(t, "amd-mi300")
 	for _, tt := range []struct {
 		mode     payload.Mode
@@ -111,6 +113,7 @@ func TestPriority(t *testing.T) {
 }
 
 func TestEvalStepShape(t *testing.T) {
+	t.Parallel()
 	for _, q := range []string{"nvidia-b200", "amd-mi355x"} {
 		v := mustVendor(t, q)
 		p, err := Generate(Job{Input: exampleIn(t, payload.ModeTest), RunID: "r1", User: "alice"}, v, Options{})
@@ -156,6 +159,7 @@ func TestEvalStepShape(t *testing.T) {
 }
 
 func TestAliasRoutesToCanonicalQueue(t *testing.T) {
+	t.Parallel()
 	v := mustVendor(t, "mi300")
 	p, err := Generate(Job{Input: exampleIn(t, payload.ModeTest), Queue: "mi300"}, v, Options{})
 	if err != nil {
@@ -167,6 +171,7 @@ func TestAliasRoutesToCanonicalQueue(t *testing.T) {
 }
 
 func TestUntrustedStringsEscaped(t *testing.T) {
+	t.Parallel()
 	v := mustVendor(t, "nvidia-h100")
 	evil := "$BUILDKITE_AGENT_ACCESS_TOKEN ${HOME} $(id)"
 	p, err := Generate(Job{Input: exampleIn(t, payload.ModeTest), RunID: evil, User: evil}, v, Options{})
@@ -265,6 +270,7 @@ func TestShapeRefusals(t *testing.T) {
 }
 
 func TestNoJobPipelineParses(t *testing.T) {
+	t.Parallel()
 	doc, err := Marshal(NoJobPipeline())
 	if err != nil {
 		t.Fatal(err)
@@ -279,6 +285,7 @@ func TestNoJobPipelineParses(t *testing.T) {
 }
 
 func TestRunIDMustBeUTF8(t *testing.T) {
+	t.Parallel()
 	v := mustVendor(t, "nvidia-h100")
 	for _, job := range []Job{{RunID: "run-\xff"}, {User: "u\xfe"}} {
 		job.Input = exampleIn(t, payload.ModeTest)
@@ -291,6 +298,7 @@ func TestRunIDMustBeUTF8(t *testing.T) {
 // TestPlanEvalIsWhatGenerateEmits: the typed eval step (what kbgen local
 // runs under) and the emitted step agree on queue, timeout and priority.
 func TestPlanEvalIsWhatGenerateEmits(t *testing.T) {
+	t.Parallel()
 	reg, err := LoadRegistry("")
 	if err != nil {
 		t.Fatal(err)

@@ -65,8 +65,10 @@ func goldenCases(t *testing.T) []goldenCase {
 }
 
 func TestGoldenPipelines(t *testing.T) {
+	t.Parallel()
 	for _, gc := range goldenCases(t) {
 		t.Run(gc.name, func(t *testing.T) {
+			t.Parallel()
 			p, err := Generate(gc.job, gc.v, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -83,6 +85,7 @@ func TestGoldenPipelines(t *testing.T) {
 // TestGoldenRoundTrip: what go-pipeline parses back from each golden file
 // marshals to the same bytes, so no field is lost or invented by YAML.
 func TestGoldenRoundTrip(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob(filepath.Join(goldenDir, "*", "*.yml"))
 	files = append(files, filepath.Join(goldenDir, "adversarial.yml"))
 	if len(files) < 50 {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestEmbeddedRegistry(t *testing.T) {
+	t.Parallel()
 	reg, err := LoadRegistry("")
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +58,7 @@ func TestEmbeddedRegistry(t *testing.T) {
 }
 
 func TestUnknownQueueListsKnown(t *testing.T) {
+	t.Parallel()
 	reg, _ := LoadRegistry("")
 	_, err := reg.Lookup("h200")
 	var uq *UnknownQueueError
@@ -69,6 +71,7 @@ func TestUnknownQueueListsKnown(t *testing.T) {
 }
 
 func TestRegistryValidation(t *testing.T) {
+	t.Parallel()
 	const good = `vendors:
   - queue: q1
     donor: D
@@ -111,6 +114,7 @@ func TestRegistryValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			doc := good
 			if tt.replace[0] != "" {
 				doc = strings.Replace(good, tt.replace[0], tt.replace[1], 1)
@@ -161,6 +165,7 @@ func TestRegistrySizesCanonical(t *testing.T) {
 }
 
 func TestLoadRegistryFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "v.yaml")
 	if _, err := LoadRegistry(path); err == nil || !strings.Contains(err.Error(), "reading vendor registry") {
 		t.Fatalf("missing file: %v", err)

@@ -75,6 +75,7 @@ func signedGolden(t *testing.T, file string, key jwk.Key) *pipeline.Pipeline {
 }
 
 func TestSignedGoldenPipelinesVerify(t *testing.T) {
+	t.Parallel()
 	priv, pub := testKeys(t, signing.DefaultAlgorithm)
 	for _, f := range goldenFiles(t) {
 		p := signedGolden(t, f, priv)
@@ -106,6 +107,7 @@ func contains(ss []string, s string) bool {
 // the vendor agent might make (the Buildkite backend, a proxy, another
 // vendor's bootstrap) fails verification.
 func TestTamperingBreaksSignature(t *testing.T) {
+	t.Parallel()
 	priv, pub := testKeys(t, signing.DefaultAlgorithm)
 	file := filepath.Join(goldenDir, "nvidia-h100", "leaderboard.yml")
 	tampers := map[string]func(s *pipeline.CommandStep){
@@ -129,6 +131,7 @@ func TestTamperingBreaksSignature(t *testing.T) {
 	}
 	for name, tamper := range tampers {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			p := signedGolden(t, file, priv)
 			tamper(evalOf(t, p))
 			if err := Verify(context.Background(), p, pub, testRepo); err == nil {
@@ -137,12 +140,14 @@ func TestTamperingBreaksSignature(t *testing.T) {
 		})
 	}
 	t.Run("repository", func(t *testing.T) {
+		t.Parallel()
 		p := signedGolden(t, file, priv)
 		if err := Verify(context.Background(), p, pub, "https://github.com/evil/fork.git"); err == nil {
 			t.Fatal("step signed for one repository verified for another")
 		}
 	})
 	t.Run("untouched control", func(t *testing.T) {
+		t.Parallel()
 		p := signedGolden(t, file, priv)
 		if err := Verify(context.Background(), p, pub, testRepo); err != nil {
 			t.Fatalf("the untampered pipeline must verify, or the cases above prove nothing: %v", err)
@@ -154,6 +159,7 @@ func TestTamperingBreaksSignature(t *testing.T) {
 // check above relies on: moving a step to another queue leaves its
 // signature valid, so only the signed KERNELBOT_QUEUE in its env tells.
 func TestQueueIsNotASignedField(t *testing.T) {
+	t.Parallel()
 	priv, pub := testKeys(t, signing.DefaultAlgorithm)
 	p := signedGolden(t, filepath.Join(goldenDir, "nvidia-h100", "test.yml"), priv)
 	s := evalOf(t, p)
@@ -168,10 +174,12 @@ func TestQueueIsNotASignedField(t *testing.T) {
 }
 
 func TestWrongKeyFails(t *testing.T) {
+	t.Parallel()
 	priv, _ := testKeys(t, signing.DefaultAlgorithm)
 	file := filepath.Join(goldenDir, "amd-mi300", "benchmark.yml")
 	for _, alg := range signing.Algorithms {
 		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
 			_, otherPub := testKeys(t, alg)
 			p := signedGolden(t, file, priv)
 			if err := Verify(context.Background(), p, otherPub, testRepo); err == nil {
@@ -184,6 +192,7 @@ func TestWrongKeyFails(t *testing.T) {
 // TestRotationKeySet: every algorithm signs, and one JWKS holding several
 // keys (old and new during a rotation) verifies steps signed by any of them.
 func TestRotationKeySet(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(goldenDir, "nvidia-l4", "test.yml")
 	set := jwk.NewSet()
 	var privs []jwk.Key
@@ -210,6 +219,7 @@ func TestRotationKeySet(t *testing.T) {
 // TestSignRefusesVariableReferences: a step whose meaning the uploading
 // agent's environment decides cannot be signed.
 func TestSignRefusesVariableReferences(t *testing.T) {
+	t.Parallel()
 	priv, _ := testKeys(t, signing.DefaultAlgorithm)
 	for _, ref := range []string{"$BUILDKITE_AGENT_ACCESS_TOKEN", "${HOME}", "${X:-y}"} {
 		p := &pipeline.Pipeline{Steps: pipeline.Steps{&pipeline.CommandStep{
@@ -226,6 +236,7 @@ func TestSignRefusesVariableReferences(t *testing.T) {
 // interpolated copy: the adversarial run id is full of `$$`, which the
 // agent turns into `$` before storing the step.
 func TestSignSurvivesAgentInterpolation(t *testing.T) {
+	t.Parallel()
 	priv, pub := testKeys(t, signing.DefaultAlgorithm)
 	p := signedGolden(t, filepath.Join(goldenDir, "adversarial.yml"), priv)
 	up, err := AsUploaded(p)
@@ -258,6 +269,7 @@ func TestSignSurvivesAgentInterpolation(t *testing.T) {
 // verification cannot check a step with a plugin (fixed in v3.53.0), so
 // go-pipeline's verifier, the one newer agents use, checks its output.
 func TestRealAgentKeepsSignatures(t *testing.T) {
+	t.Parallel()
 	agent := agentBinary(t)
 	priv, pub := testKeys(t, signing.DefaultAlgorithm)
 	home := t.TempDir()
@@ -294,6 +306,7 @@ func TestRealAgentKeepsSignatures(t *testing.T) {
 	}
 	for _, f := range goldenFiles(t) {
 		t.Run(strings.TrimPrefix(f, goldenDir+"/"), func(t *testing.T) {
+			t.Parallel()
 			stored := dryRun(t, signedGolden(t, f, priv))
 			if s, _ := EvalStep(stored); s == nil || s.Signature == nil {
 				t.Fatal("the agent dropped the signature")
@@ -304,6 +317,7 @@ func TestRealAgentKeepsSignatures(t *testing.T) {
 		})
 	}
 	t.Run("altered before upload", func(t *testing.T) {
+		t.Parallel()
 		p := signedGolden(t, filepath.Join(goldenDir, "nvidia-h100", "test.yml"), priv)
 		evalOf(t, p).Plugins[0].Config.(map[string]any)["image"] = "evil/image:latest"
 		if err := verifyAsStored(dryRun(t, p)); err == nil {

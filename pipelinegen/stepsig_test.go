@@ -15,6 +15,7 @@ import (
 // Kubernetes step (no sandbox on its path) gets none. The host side
 // (sandbox) verifies these signatures in its own tests.
 func TestSignEvalStep(t *testing.T) {
+	t.Parallel()
 	priv, pub := testKeys(t, signing.DefaultAlgorithm)
 	reg, err := LoadRegistry("")
 	if err != nil {
@@ -23,6 +24,7 @@ func TestSignEvalStep(t *testing.T) {
 	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	for _, v := range reg.Vendors {
 		t.Run(v.Queue, func(t *testing.T) {
+			t.Parallel()
 			in, err := ExampleJobFor(v, v.PreferMode(payload.ModeLeaderboard))
 			if err != nil {
 				t.Fatal(err)
