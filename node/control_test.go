@@ -264,6 +264,7 @@ func TestApplyOwner(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got, err := compare(target, f, tt.own); err != nil || got != tt.want {
 				t.Errorf("compare = %v, %v; want %v", got, err, tt.want)
 			}

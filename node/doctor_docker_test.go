@@ -60,6 +60,7 @@ func busyboxImage(t *testing.T) {
 // container with the sandbox's argv (GPU flags off: no GPU runtime here)
 // and checks the limits the container reports are the agent's.
 func TestDoctorProbeRealContainer(t *testing.T) {
+	t.Parallel()
 	busyboxImage(t)
 	exe, err := os.Executable()
 	if err != nil {

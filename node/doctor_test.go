@@ -129,6 +129,7 @@ func summarize(checks []Check) (failed []string, lines int) {
 }
 
 func TestDoctorHealthyNVIDIA(t *testing.T) {
+	t.Parallel()
 	f := h100Node(t)
 	checks := newDoctor(installedRoot(t, "h100x8", "nvidia-h100"), f).Run(context.Background())
 	failed, n := summarize(checks)
@@ -157,6 +158,7 @@ func TestDoctorHealthyNVIDIA(t *testing.T) {
 }
 
 func TestDoctorFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		break_ func(f *fakeNode, root fstest.MapFS)
@@ -203,6 +205,7 @@ func TestDoctorFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			f := h100Node(t)
 			root := installedRoot(t, "h100x8", "nvidia-h100")
 			tt.break_(f, root)
@@ -220,6 +223,7 @@ func TestDoctorFailures(t *testing.T) {
 }
 
 func TestDoctorAMD(t *testing.T) {
+	t.Parallel()
 	root := installedRoot(t, "mi300xx8", "amd-mi300")
 	sys := os.DirFS("testdata/mi300xx8/sys")
 	if err := fsWalkCopy(sys, root, func(string) bool { return true }); err != nil {
@@ -260,6 +264,7 @@ func TestDoctorAMD(t *testing.T) {
 }
 
 func TestJudgeProbe(t *testing.T) {
+	t.Parallel()
 	a := &Agent{ID: "gpu0", GPU: GPU{UUID: "GPU-a"}, CPUSet: "2-4,10-12", Mems: "0", Memory: "1g", MemoryBytes: 1 << 30}
 	good := "cpus=2-4,10-12\nmems=0\nmemory=1073741824\nswap=0\ngpu=GPU 0: X (UUID: GPU-a)\n"
 	if c := judgeProbe("x", a, good); !c.OK {

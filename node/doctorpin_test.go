@@ -57,6 +57,7 @@ func TestDoctorPluginPin(t *testing.T) {
 // TestDoctorStaticKbgen: a dynamically linked kbgen (every step would exit
 // 75) fails plain doctor; the static build passes.
 func TestDoctorStaticKbgen(t *testing.T) {
+	t.Parallel()
 	dynamic, err := exec.LookPath("ls")
 	if err != nil {
 		t.Skip("no ls on PATH to stand for a dynamically linked binary")
@@ -71,6 +72,7 @@ func TestDoctorStaticKbgen(t *testing.T) {
 		{name: "not given", want: "skipped"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			c := (&Doctor{Kbgen: tc.bin}).checkStatic()
 			if c.OK != tc.ok || !strings.Contains(c.Detail, tc.want) {
 				t.Fatalf("ok=%v %q, want ok=%v with %q", c.OK, c.Detail, tc.ok, tc.want)

@@ -9,6 +9,7 @@ import (
 // TestEnvLookup: the lookup answers exactly what the environment hook
 // exports, so a placement read through it is the one the sandbox reads.
 func TestEnvLookup(t *testing.T) {
+	t.Parallel()
 	a := &Agent{GPU: GPU{Index: 3, UUID: "GPU-3"}, CPUSet: "6-7", Mems: "0", Memory: "8g"}
 	lookup := a.EnvLookup(contract.RuntimeNVIDIA, 2)
 	for _, tc := range []struct {

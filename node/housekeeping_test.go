@@ -13,6 +13,7 @@ import (
 // containers there; on v1 (l40sx2) the service manager's CPUAffinity=
 // does it and no cgroup parent is exported.
 func TestHousekeepingConfinesTheHost(t *testing.T) {
+	t.Parallel()
 	byPath := func(files []File) map[string]string {
 		m := map[string]string{}
 		for _, f := range files {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestInputsLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, data string) string {
 		p := filepath.Join(dir, name)
@@ -48,6 +49,7 @@ func TestInputsLoad(t *testing.T) {
 		{"plugin not a directory", Inputs{Plugin: pub, Root: dir}, "", false, "not a directory"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			var opts InstallOptions
 			err := tt.in.Load(&opts)
 			if tt.inputErr != "" {

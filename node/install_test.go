@@ -44,10 +44,12 @@ func renderFixture(t *testing.T, box, queue string, withSecrets bool) []File {
 // TestRenderGolden compares every rendered file with golden/node/<box>/
 // (UPDATE_GOLDEN=1 rewrites them).
 func TestRenderGolden(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ box, queue string }{
 		{"h100x8", "nvidia-h100"}, {"l40sx2", "nvidia-l40s"}, {"mi300xx8", "amd-mi300"},
 	} {
 		t.Run(tt.box, func(t *testing.T) {
+			t.Parallel()
 			files := renderFixture(t, tt.box, tt.queue, tt.box == "h100x8")
 			dir := filepath.Join("..", "golden", "node", tt.box)
 			if updateGolden() {
@@ -85,6 +87,7 @@ func TestRenderGolden(t *testing.T) {
 }
 
 func TestRenderContents(t *testing.T) {
+	t.Parallel()
 	files := renderFixture(t, "h100x8", "nvidia-h100", true)
 	get := func(p string) File {
 		for _, f := range files {
@@ -156,6 +159,7 @@ func TestRenderContents(t *testing.T) {
 }
 
 func TestRenderRejects(t *testing.T) {
+	t.Parallel()
 	p := planFixture(t, "l40sx2", defaultOpts)
 	for _, tt := range []struct {
 		opts InstallOptions
@@ -206,6 +210,7 @@ func snapshot(t *testing.T, root string) map[string]snap {
 }
 
 func TestApplyIdempotent(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	files := renderFixture(t, "h100x8", "nvidia-h100", true)
 
@@ -288,6 +293,7 @@ func TestApplyIdempotent(t *testing.T) {
 }
 
 func TestApplyRefusesNonRegular(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	files := []File{{Path: "/etc/x", Mode: 0o644, Data: []byte("x")}}
 	os.MkdirAll(filepath.Join(root, "etc/x"), 0o755)
@@ -297,6 +303,7 @@ func TestApplyRefusesNonRegular(t *testing.T) {
 }
 
 func TestReadInstalledPlan(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if _, err := ReadInstalledPlan(root); err == nil || !strings.Contains(err.Error(), "run kbgen node install first") {
 		t.Fatalf("err = %v", err)
@@ -316,6 +323,7 @@ func TestReadInstalledPlan(t *testing.T) {
 
 // TestSystemdVerify runs systemd-analyze verify on the rendered units.
 func TestSystemdVerify(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Skip("systemd-analyze not installed: rendered units not verified (apt-get install systemd)")
 	}
@@ -361,6 +369,7 @@ func TestSystemdVerify(t *testing.T) {
 // TestCLIFixtureInSync keeps the copy of the L40S box that the CLI
 // transcripts (golden/cli/node.ct) run on equal to node/testdata's.
 func TestCLIFixtureInSync(t *testing.T) {
+	t.Parallel()
 	src, dst := "testdata/l40sx2", filepath.Join("..", "golden", "cli", "fixtures", "node-l40s")
 	if updateGolden() {
 		if err := os.RemoveAll(dst); err != nil {
@@ -396,6 +405,7 @@ func snapshotRel(t *testing.T, root string) map[string]string {
 // must load, and plugins (the gpu-docker plugin) must stay enabled despite
 // no-local-hooks.
 func TestRenderedConfigLoadsInRealAgent(t *testing.T) {
+	t.Parallel()
 	agent, err := exec.LookPath("buildkite-agent")
 	if err != nil {
 		t.Skip("buildkite-agent not on PATH: rendered config not loaded by the real agent (" + bkagent.InstallHint + ")")
@@ -444,6 +454,7 @@ func TestRenderedConfigLoadsInRealAgent(t *testing.T) {
 }
 
 func TestStaleAgents(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if stale, err := StaleAgents(root, &Plan{}); err != nil || stale != nil {
 		t.Fatalf("fresh root: %v %v", stale, err)

@@ -14,6 +14,7 @@ import (
 // machine: no plugin config, no payload); no plan queue, or a queue the
 // registry lacks, is said plainly.
 func TestJobEnvReproducesAStep(t *testing.T) {
+	t.Parallel()
 	reg, err := pipelinegen.LoadRegistry("")
 	if err != nil {
 		t.Fatal(err)

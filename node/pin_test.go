@@ -16,6 +16,7 @@ import (
 // bash against a checkout holding a hostile plugin, leaves exactly the
 // pinned copy in place, and exits 75 when the pinned copy is missing.
 func TestPluginPin(t *testing.T) {
+	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash: the post-checkout hook was not run")
@@ -95,6 +96,7 @@ func TestPluginPin(t *testing.T) {
 }
 
 func TestPluginPinNeedsACommandHook(t *testing.T) {
+	t.Parallel()
 	p := planFixture(t, "l40sx2", defaultOpts)
 	_, err := Render(p, InstallOptions{Queue: "nvidia-l40s", Plugin: fstest.MapFS{"plugin.yml": {Data: []byte("x")}}})
 	if err == nil || !strings.Contains(err.Error(), "hooks/command") {

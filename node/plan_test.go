@@ -39,6 +39,7 @@ func fixtureMachine(t *testing.T, box string) Machine {
 // says 4.4 GiB of its 128 GiB (the rest hot-plugged outside the node), so
 // the default 16 GiB reservation failed every plan there.
 func TestHotplugMemoryFallsBackToMemTotal(t *testing.T) {
+	t.Parallel()
 	p := planFixture(t, "vm-hotplug", defaultOpts)
 	if len(p.Agents) != 2 || p.Agents[0].Memory != p.Agents[1].Memory || p.Agents[0].Memory == "" {
 		t.Fatalf("agents %+v", p.Agents)
@@ -70,6 +71,7 @@ func planFixture(t *testing.T, box string, opts PlanOptions) *Plan {
 var defaultOpts = PlanOptions{Queue: "q", ReserveCores: DefaultReserveCores, ReserveMemory: DefaultReserveMemory}
 
 func TestPlanFixtures(t *testing.T) {
+	t.Parallel()
 	type row struct {
 		id, dev, cpuset, mems, memory string
 		cpus                          int
@@ -125,6 +127,7 @@ func TestPlanFixtures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.box, func(t *testing.T) {
+			t.Parallel()
 			p := planFixture(t, tt.box, defaultOpts)
 			if p.Runtime != tt.runtime {
 				t.Errorf("runtime = %q, want %q", p.Runtime, tt.runtime)
@@ -178,6 +181,7 @@ func checkIsolated(t *testing.T, p *Plan) {
 }
 
 func TestPlanAMDWithoutKFDOrRocmSMI(t *testing.T) {
+	t.Parallel()
 	// Without the KFD topology, render nodes in PCI order give the same plan.
 	sys := fstest.MapFS{}
 	base := os.DirFS("testdata/mi300xx8/sys")
@@ -208,6 +212,7 @@ func TestPlanAMDWithoutKFDOrRocmSMI(t *testing.T) {
 }
 
 func TestPlanRefusals(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		opts PlanOptions
@@ -221,6 +226,7 @@ func TestPlanRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := PlanMachine(context.Background(), fixtureMachine(t, "l40sx2"), tt.opts)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
@@ -233,6 +239,7 @@ func TestPlanRefusals(t *testing.T) {
 }
 
 func TestPlanNoSMTAndGPUlessNode(t *testing.T) {
+	t.Parallel()
 	// Two nodes, no SMT files, one GPU on node 1; node 0 is all host.
 	sys := fstest.MapFS{
 		"devices/system/node/node0/cpulist":      {Data: []byte("0-3\n")},
@@ -256,6 +263,7 @@ func TestPlanNoSMTAndGPUlessNode(t *testing.T) {
 }
 
 func TestPlanGPUOnUnknownNode(t *testing.T) {
+	t.Parallel()
 	sys := fstest.MapFS{
 		"devices/system/node/node0/cpulist":      {Data: []byte("0-3\n")},
 		"devices/system/node/node0/meminfo":      {Data: []byte("Node 0 MemTotal: 33554432 kB\n")},
@@ -269,6 +277,7 @@ func TestPlanGPUOnUnknownNode(t *testing.T) {
 }
 
 func TestParseNvidiaSMIErrors(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		"",
 		"0, GPU-a, 00000000:18:00.0",
@@ -284,6 +293,7 @@ func TestParseNvidiaSMIErrors(t *testing.T) {
 }
 
 func TestReadTopologyErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		sys  fstest.MapFS

@@ -11,6 +11,7 @@ import (
 )
 
 func TestCheckQueue(t *testing.T) {
+	t.Parallel()
 	reg, err := pipelinegen.LoadRegistry("")
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +41,7 @@ func TestCheckQueue(t *testing.T) {
 		{name: "unknown queue", queue: "brand-new-queue", runtime: contract.RuntimeROCm, wantQueue: "brand-new-queue", notes: []string{"not in the vendor registry"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			p := &Plan{Queue: tt.queue, Runtime: tt.runtime, Agents: tt.agents}
 			err := CheckQueue(p, reg)
 			var qm *QueueMismatchError
@@ -70,6 +72,7 @@ func TestCheckQueue(t *testing.T) {
 // TestQueueImage: the probe image follows the registry in use, so a
 // vendor file (--vendors, KBGEN_VENDORS) is honoured, not the built-in one.
 func TestQueueImage(t *testing.T) {
+	t.Parallel()
 	builtin, err := pipelinegen.LoadRegistry("")
 	if err != nil {
 		t.Fatal(err)
