@@ -39,7 +39,7 @@ var notHere = []struct {
 	{re: regexp.MustCompile(`kbgen node install`), reason: "installs agents on this machine (the lines with a fixture --sysfs, or a control agent's with a relative --root, run)", unless: regexp.MustCompile(`^kbgen .*(--sysfs node/testdata/|--control.* --root [^/])`)},
 	{re: regexp.MustCompile(`kbgen node env`), reason: "reads this machine's GPUs: needs a GPU node (the lines reading a staged --root run)", unless: regexp.MustCompile(`--root [^/]`)},
 	{re: regexp.MustCompile(`kbgen node plan\s*($|#|--json)`), reason: "reads this machine's GPUs: needs a GPU node (the --sysfs line runs)"},
-	{re: regexp.MustCompile(`kbgen doctor`), reason: "checks a vendor node (the --buildkite lines run against the local Buildkite)", unless: regexp.MustCompile(`--buildkite`)},
+	{re: regexp.MustCompile(`kbgen doctor`), reason: "checks a vendor node (the --buildkite lines run against the local Buildkite, the lines reading a staged --root run)", unless: regexp.MustCompile(`--buildkite|^kbgen doctor .*--root [^/]`)},
 	{re: regexp.MustCompile(`kbgen node qualify`), reason: "measures a vendor node's agents (a GPU node's plan, or an installed --root; qualify's own tests run it here)"},
 	{re: regexp.MustCompile(`kbgen generate --upload`), reason: "runs in a Buildkite job (buildkite-agent pipeline upload)"},
 	{re: regexp.MustCompile(`kbgen run --publish`), reason: "runs in a Buildkite job (the agent token)"},
