@@ -77,6 +77,28 @@ func FindResult(as []Artifact) *Artifact {
 	return found
 }
 
+// LinkProfiles points each profile run's download_url (Kernelbot's
+// ProfileResult.download_url, which the runner leaves unset: only the
+// host knows where the upload lands) at its profile_data/<run>.zip among
+// as, the same job's artifacts: the REST artifact's download_url, which
+// answers 302 to storage for a token that may read artifacts. A run whose
+// zip is not there (deleted, failed upload) keeps what it had.
+func LinkProfiles(res *payload.FullResult, as []Artifact) {
+	for key, run := range res.Runs {
+		if run.Profile == nil || (run.Profile.DownloadURL != nil && *run.Profile.DownloadURL != "") {
+			continue
+		}
+		want := contract.ProfileDir + "/" + key + ".zip"
+		for i := range as {
+			a := &as[i]
+			if path.Clean(a.Path) == want && a.DownloadURL != "" && a.State != "deleted" && a.State != "error" && a.State != "expired" {
+				url := a.DownloadURL
+				run.Profile.DownloadURL = &url
+			}
+		}
+	}
+}
+
 // Download fetches an artifact's content. The API answers the download URL
 // with a 302 to storage (S3); the redirect is followed by a client that
 // holds no token, because a signed storage URL needs none and the token

@@ -1,6 +1,10 @@
 package client
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/gpu-mode/kbgen/payload"
+)
 
 func TestFindResult(t *testing.T) {
 	t.Parallel()
@@ -29,5 +33,38 @@ func TestFindResult(t *testing.T) {
 		case tt.want != "" && (got == nil || got.DownloadURL != tt.want):
 			t.Errorf("%s: picked %v, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestLinkProfiles: each profile run's download_url becomes its own
+// profile_data/<run>.zip artifact's REST download_url; a run without a
+// usable zip, a run without a profile, and a URL already set are left.
+func TestLinkProfiles(t *testing.T) {
+	t.Parallel()
+	set := "https://kept.example/p"
+	res := &payload.FullResult{Runs: map[string]payload.EvalResult{
+		"profile.0": {Profile: &payload.ProfileResult{Profiler: "Nsight-Compute"}},
+		"profile.1": {Profile: &payload.ProfileResult{Profiler: "Nsight-Compute"}},
+		"profile.2": {Profile: &payload.ProfileResult{Profiler: "Nsight-Compute", DownloadURL: &set}},
+		"test":      {},
+	}}
+	as := []Artifact{
+		{Path: "result.json", State: "finished", DownloadURL: "r"},
+		{Path: "profile_data/profile.0.zip", State: "finished", DownloadURL: "https://api.example/a0/download"},
+		{Path: "profile_data/profile.1.zip", State: "expired", DownloadURL: "https://api.example/a1/download"},
+		{Path: "profile_data/profile.2.zip", State: "finished", DownloadURL: "https://api.example/a2/download"},
+	}
+	LinkProfiles(res, as)
+	for key, want := range map[string]string{"profile.0": "https://api.example/a0/download", "profile.1": "", "profile.2": set} {
+		got := ""
+		if u := res.Runs[key].Profile.DownloadURL; u != nil {
+			got = *u
+		}
+		if got != want {
+			t.Errorf("%s download_url = %q, want %q", key, got, want)
+		}
+	}
+	if res.Runs["test"].Profile != nil {
+		t.Error("a run without a profile got one")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +141,13 @@ func TestSubmitSplitsLargePayload(t *testing.T) {
 	}
 }
 
+// profileResult is a profile run's result.json as the runner writes it:
+// no download_url (only the host knows where the zip is uploaded).
+const profileResult = `{"success":true,"error":"","system":{"gpu":"","device_count":1,"cpu":"","runtime":"","platform":"","torch":"","hostname":"n"},"runs":{"profile.0":{"start":"2026-11-24T00:00:00.000000","end":"2026-11-24T00:00:01.000000","compilation":null,"run":null,"profile":{"profiler":"Nsight-Compute","trace":"UEs=","download_url":null}}}}`
+
+// profileURL finds a set download_url in a result's JSON.
+var profileURL = regexp.MustCompile(`"https?://[^"]*/download"`)
+
 // TestOutcomes covers every way a build ends, each with the exact result.
 func TestOutcomes(t *testing.T) {
 	t.Parallel()
@@ -176,6 +184,11 @@ func TestOutcomes(t *testing.T) {
 		{name: "canceled before upload", script: with(func(s *fakebuildkite.Script) { s.CancelAt = time.Second }),
 			status: RunnerFailed, wantErr: "build 1 was canceled before the eval step was uploaded (the bootstrap job ended canceled); no result.json"},
 		{name: "no step key: found by path", script: with(func(s *fakebuildkite.Script) { s.NoStepKey = true }), status: Obtained},
+		// Kernelbot's ProfileResult.download_url: the eval job's
+		// profile_data/<run>.zip artifact, as the REST list names it.
+		{name: "profile run: download_url is its artifact", script: with(func(s *fakebuildkite.Script) {
+			s.Artifacts = map[string][]byte{"result.json": []byte(profileResult), "profile_data/profile.0.zip": []byte("PK")}
+		}), status: Obtained, wantJSON: strings.Replace(profileResult, `"download_url":null`, `"download_url":"URL"`, 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,7 +206,15 @@ func TestOutcomes(t *testing.T) {
 			default:
 				want = mustJSON(t, payload.FullResult{Error: tt.wantErr, System: payload.SystemInfo{DeviceCount: 1}, Runs: map[string]payload.EvalResult{}})
 			}
-			if got := mustJSON(t, out.Result); got != want {
+			got := mustJSON(t, out.Result)
+			if u := profileURL.FindString(got); u != "" {
+				// The fake's URL: the eval job's artifact's download API.
+				if !strings.Contains(u, "/builds/1/jobs/0190-eval-1/artifacts/") || !strings.HasSuffix(u, `/download"`) {
+					t.Errorf("download_url %s is not the eval job's artifact download URL", u)
+				}
+				got = strings.Replace(got, u, `"URL"`, 1)
+			}
+			if got != want {
 				t.Errorf("result:\n got %s\nwant %s", got, want)
 			}
 		})

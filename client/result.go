@@ -46,6 +46,7 @@ func (c *Client) Result(ctx context.Context, b *Build) (*payload.FullResult, err
 	if perr != nil {
 		return failed(fmt.Sprintf("build %d: %s of the eval job is not a valid FullResult: %v", b.Number, contract.ResultFile, perr)), nil
 	}
+	LinkProfiles(res, as)
 	return res, nil
 }
 

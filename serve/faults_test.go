@@ -48,6 +48,24 @@ func TestResultFromMetaData(t *testing.T) {
 	if n := r.fake.CountRequests("", "/artifacts"); n != 2 { // the list and the download
 		t.Errorf("%d artifact requests for a build without meta-data result, want 2", n)
 	}
+	// A profile run's download_url is known only from the job's artifact
+	// list (Kernelbot's ProfileResult.download_url: the profile artifact,
+	// not the build page), so its result is read as kbgen submit reads it.
+	profile := `{"success":true,"error":"","system":{"gpu":"H100","device_count":1,"cpu":"","runtime":"","platform":"","torch":"","hostname":"n"},"runs":{"profile.0":{"start":"2026-11-24T00:00:00","end":"2026-11-24T00:00:01","compilation":null,"run":null,"profile":{"profiler":"Nsight-Compute","trace":"UEs=","download_url":null}}}}`
+	sc.Artifacts = map[string][]byte{"result.json": []byte(profile), "profile_data/profile.0.zip": []byte("PK")}
+	r.fake.SetScript(sc)
+	r.submit("m3")
+	st := r.await("m3", 10*time.Second)
+	run := st.Result.Runs["profile.0"]
+	if st.Status != StatusObtained || run.Profile == nil || run.Profile.DownloadURL == nil {
+		t.Fatalf("m3: %+v, profile %+v", st, run.Profile)
+	}
+	if u := *run.Profile.DownloadURL; !strings.Contains(u, "/jobs/") || !strings.Contains(u, "/artifacts/") || !strings.HasSuffix(u, "/download") {
+		t.Errorf("profile download_url = %q, want the eval job's profile artifact", u)
+	}
+	if n := r.fake.CountRequests("", "/artifacts"); n != 4 {
+		t.Errorf("%d artifact requests after a profile run, want 4 (its list and download)", n)
+	}
 }
 
 // TestRetriedResultNeverStale: meta-data is per build and last write wins

@@ -11,10 +11,12 @@ import (
 
 // resolve ends a run whose build finished. The result usually rides on the
 // build (meta-data kbgen_result, set by the runner): no request at all,
-// when it is the latest eval job's. Otherwise a fetcher reads that job's
-// result.json artifact, as kbgen submit does, so the two always agree.
+// when it is the latest eval job's. Otherwise, and for a profile run, whose
+// download_url only the job's artifact list knows (client.LinkProfiles), a
+// fetcher reads that job's result.json artifact, as kbgen submit does, so
+// the two always agree.
 func (s *Service) resolve(r *Run, b *client.Build) {
-	if res := s.fromMetaData(r, b); res != nil {
+	if res := s.fromMetaData(r, b); res != nil && !hasProfile(res) {
 		s.complete(r, res)
 		return
 	}
@@ -57,6 +59,16 @@ func (s *Service) fromMetaData(r *Run, b *client.Build) *payload.FullResult {
 		return nil
 	}
 	return res
+}
+
+// hasProfile reports whether any run of res carries a profile.
+func hasProfile(res *payload.FullResult) bool {
+	for _, run := range res.Runs {
+		if run.Profile != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Service) complete(r *Run, res *payload.FullResult) {

@@ -38,7 +38,13 @@ class MockProgressReporter(RunProgressReporter):
         self.updates.append(message)
 
 
-def kbgen_result(success=True, profile=False) -> dict:
+ARTIFACT_URL = (
+    "https://api.buildkite.com/v2/organizations/gpu-mode/pipelines/kernelbot"
+    "/builds/7/jobs/0190-eval/artifacts/0190-art/download"
+)
+
+
+def kbgen_result(success=True, profile=False, download_url=None) -> dict:
     """A result.json as kbgen writes it: Kernelbot's FullResult, field for field."""
     run = {
         "start": "2026-01-02T03:04:05.123456",
@@ -60,7 +66,7 @@ def kbgen_result(success=True, profile=False) -> dict:
         run["profile"] = {
             "profiler": "ncu",
             "trace": "UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA==",
-            "download_url": None,
+            "download_url": download_url,
         }
     return {
         "success": success,
@@ -190,7 +196,18 @@ async def test_run_submission_returns_kernelbot_dataclasses():
 
 
 @pytest.mark.asyncio
-async def test_profile_points_at_the_build():
+async def test_profile_points_at_its_artifact():
+    serve = FakeServe(result=kbgen_result(profile=True, download_url=ARTIFACT_URL))
+    result = await launcher_with(serve).run_submission(
+        {"lang": "py"}, get_gpu_by_name("H100_BK"), None
+    )
+    profile = result.runs["profile.0"].profile
+    assert isinstance(profile, ProfileResult)
+    assert profile.download_url == ARTIFACT_URL
+
+
+@pytest.mark.asyncio
+async def test_profile_without_an_artifact_points_at_the_build():
     serve = FakeServe(result=kbgen_result(profile=True))
     result = await launcher_with(serve).run_submission(
         {"lang": "py"}, get_gpu_by_name("H100_BK"), None

@@ -277,8 +277,10 @@ def encode_config(config: dict) -> str:
 
 def to_full_result(data: dict, build_url: str | None = None) -> FullResult:
     """kbgen's result.json (Kernelbot's FullResult, field for field) as Kernelbot's dataclasses.
-    A profile run's download_url points at the build, whose eval job holds the profile
-    artifact (profile_data/<run>.zip)."""
+    A profile run's download_url is the profile artifact (profile_data/<run>.zip of the eval
+    job), as kbgen serve sets it from Buildkite's artifact list: the REST download URL, which
+    answers a token that may read artifacts with a redirect to the file. Only a result that
+    names none (an older kbgen serve, or an upload that failed) points at the build."""
     runs = {}
     for key, v in (data.get("runs") or {}).items():
         profile = None if v.get("profile") is None else ProfileResult(**v["profile"])
