@@ -86,6 +86,7 @@ func (d *Doctor) Run(ctx context.Context) []Check {
 	if rt == contract.RuntimeNVIDIA {
 		out = append(out, d.checkProfiling())
 	}
+	out = append(out, d.checkKernelLog())
 	out = append(out, d.checkCgroupV2(ctx, dockerOK))
 	if plan == nil {
 		out = append(out, fail("agent units", "not checked: no agents installed"))
@@ -367,6 +368,26 @@ func judgeProbe(name string, a *Agent, out string) Check {
 		return fail(name, "%s", strings.Join(problems, "; "))
 	}
 	return pass(name, "one GPU, cpuset %s, mems %s, memory %s, no swap", a.CPUSet, a.Mems, a.Memory)
+}
+
+// checkKernelLog says whether the clean-GPU check can read the GPU fault
+// reports (NVIDIA's Xid, amdgpu's timeouts and resets): it reads
+// /dev/kmsg as the agents' user, which works only where
+// kernel.dmesg_restrict is 0 or the agents' unit grants CAP_SYSLOG. A
+// warning: the check's other parts run either way.
+func (d *Doctor) checkKernelLog() Check {
+	const name = "GPU fault reports"
+	data, err := fs.ReadFile(d.Root, "proc/sys/kernel/dmesg_restrict")
+	if err != nil {
+		return Check{Name: name, Skipped: true, Detail: "not checked: no /proc/sys/kernel/dmesg_restrict"}
+	}
+	if strings.TrimSpace(string(data)) == "0" {
+		return pass(name, "the agents can read the kernel log (kernel.dmesg_restrict = 0): the clean-GPU check sees Xid and amdgpu reports")
+	}
+	if strings.Contains(d.unitSetting(UnitName, "AmbientCapabilities"), "CAP_SYSLOG") {
+		return pass(name, "the agents' unit grants CAP_SYSLOG: the clean-GPU check sees Xid and amdgpu reports")
+	}
+	return Check{Name: name, Skipped: true, Detail: "kernel.dmesg_restrict = 1: the clean-GPU check cannot read Xid or amdgpu reports as the agents' user (each job log says so; its other checks run). To let it: sysctl -w kernel.dmesg_restrict=0, or AmbientCapabilities=CAP_SYSLOG in a drop-in of " + UnitName + " (docs/isolation.md)"}
 }
 
 // ProfilingModprobe is the modprobe.d file `kbgen node install

@@ -137,10 +137,11 @@ func TestDoctorHealthyNVIDIA(t *testing.T) {
 		t.Errorf("healthy node failed checks:\n%s", strings.Join(failed, "\n"))
 	}
 	// installed, driver, docker, toolkit, profiling counters (skipped:
-	// no driver params here), cgroup, static kbgen (skipped), plugin pin,
-	// agent version, 8 units, housekeeping, 8 isolation probes.
-	if n != 6+3+8+1+8 {
-		t.Errorf("%d checks, want 26", n)
+	// no driver params here), GPU fault reports (skipped: no /proc here),
+	// cgroup, static kbgen (skipped), plugin pin, agent version, 8 units,
+	// housekeeping, 8 isolation probes.
+	if n != 7+3+8+1+8 {
+		t.Errorf("%d checks, want 27", n)
 	}
 	// The probe runs exactly the sandbox's argv: --gpus by UUID and the
 	// agent's cpuset, no network.
@@ -251,7 +252,7 @@ func TestDoctorAMD(t *testing.T) {
 	d := newDoctor(root, f)
 	d.SandboxHost.SysfsRoot = "testdata/mi300xx8/sys"
 	failed, n := summarize(d.Run(context.Background()))
-	if len(failed) > 0 || n != 25 {
+	if len(failed) > 0 || n != 26 {
 		t.Errorf("%d checks, failures:\n%s", n, strings.Join(failed, "\n"))
 	}
 	delete(root, "dev/dri/renderD133")
@@ -385,5 +386,38 @@ func TestRenderRefusesABadUser(t *testing.T) {
 		if _, err := Render(planFixture(t, "h100x8", defaultOpts), InstallOptions{Queue: "q", User: user, AllowGPUReset: true}); err == nil || !strings.Contains(err.Error(), "login name") {
 			t.Errorf("user %q: %v, want a refusal", user, err)
 		}
+	}
+}
+
+// TestDoctorKernelLog: doctor says whether the agents can read the GPU
+// fault reports: dmesg_restrict 0, or CAP_SYSLOG in their unit, passes;
+// 1 without it is a warning naming both ways; no /proc is not checked.
+func TestDoctorKernelLog(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, restrict, unit string
+		ok, skipped          bool
+		want                 string
+	}{
+		{"open", "0\n", "", true, false, "dmesg_restrict = 0"},
+		{"restricted", "1\n", "", false, true, "sysctl -w kernel.dmesg_restrict=0, or AmbientCapabilities=CAP_SYSLOG"},
+		{"restricted, the unit grants CAP_SYSLOG", "1\n", "[Service]\nAmbientCapabilities=CAP_SYSLOG\n", true, false, "grants CAP_SYSLOG"},
+		{"no /proc", "", "", false, true, "not checked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := fstest.MapFS{}
+			if tt.restrict != "" {
+				root["proc/sys/kernel/dmesg_restrict"] = &fstest.MapFile{Data: []byte(tt.restrict)}
+			}
+			if tt.unit != "" {
+				root[strings.TrimPrefix(SystemdDir+"/"+UnitName, "/")] = &fstest.MapFile{Data: []byte(tt.unit)}
+			}
+			c := (&Doctor{Root: root}).checkKernelLog()
+			if c.OK != tt.ok || c.Skipped != tt.skipped || !strings.Contains(c.Detail, tt.want) {
+				t.Errorf("%+v: want ok %v, skipped %v, saying %q", c, tt.ok, tt.skipped, tt.want)
+			}
+		})
 	}
 }
