@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checklist of docs/testing.md, on a GPU host (no Docker or
 # Buildkite needed): a cu job and a torch job through `kbgen local` and
-# `kbgen run`, the noise record quiet and disturbed, and `kbgen node
-# qualify`. Prints one line per step ("NAME rc=N wall=MS") and leaves every
+# `kbgen run`, the noise record quiet and disturbed, the clean-GPU check
+# (`kbgen node check-gpu`), and `kbgen node qualify`. Prints one line per step ("NAME rc=N wall=MS") and leaves every
 # result.json, noise.json and log in OUTDIR for docs/testing.md.
 #
 #   bash scripts/gpu-checklist.sh KERNELBOT_EXAMPLES OUTDIR [KBGEN]
@@ -85,6 +85,23 @@ while time.time() < end: pass' &
 load=$!
 runjob run-torch-cpu-hog "$out/torch.b64" taskset -c 2,3
 kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
+
+# The clean-GPU check the sandbox runs before every job (docs/isolation.md),
+# on the real GPU and driver, by hand (it always checks): idle (rc 0), with
+# another process on the GPU (rc 75); its wall time is the check's cost per
+# job. gpu-health.txt keeps the row remapper's answer and whether a
+# non-root agent could read the kernel log.
+uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -n 1)
+step check-gpu-idle env KERNELBOT_GPU_UUID="$uuid" KBGEN_LEASE_DIR="$out/lease" "$kbgen" node check-gpu
+step check-gpu-idle-again env KERNELBOT_GPU_UUID="$uuid" KBGEN_LEASE_DIR="$out/lease" "$kbgen" node check-gpu
+gpuload 30; load=$!; sleep 8
+step check-gpu-busy env KERNELBOT_GPU_UUID="$uuid" KBGEN_LEASE_DIR="$out/lease" "$kbgen" node check-gpu
+kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
+{
+  nvidia-smi --query-remapped-rows=gpu_uuid,remapped_rows.pending,remapped_rows.failure --format=csv,noheader,nounits
+  echo "kernel.dmesg_restrict=$(cat /proc/sys/kernel/dmesg_restrict)"
+  echo "Xid lines in the kernel log: $(dmesg 2>/dev/null | grep -c 'NVRM: Xid')"
+} >"$out/gpu-health.txt" 2>&1
 
 step qualify "$kbgen" node qualify --no-sandbox --json
 exit 0
