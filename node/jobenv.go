@@ -9,7 +9,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // JobEnv is what the gpu-docker hook sees besides the placement when an
@@ -40,7 +40,7 @@ func JobEnv(p *Plan, reg *pipelinegen.Registry) ([]EnvVar, error) {
 	if err != nil {
 		return nil, err
 	}
-	plugins, err := json.Marshal([]map[string]steps.GPUDockerConfig{{steps.GPUDockerPluginSource: eval.Plugin}})
+	plugins, err := json.Marshal([]map[string]plugincfg.GPUDocker{{plugincfg.Source: eval.Plugin}})
 	if err != nil {
 		return nil, err
 	}

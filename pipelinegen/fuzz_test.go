@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/plugincfg"
 	"github.com/gpu-mode/kbgen/signing"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -196,7 +197,7 @@ func checkOnlyTheEvalStep(t *testing.T, p *pipeline.Pipeline, v *Vendor, job Job
 		}
 		return
 	}
-	if len(s.Plugins) != 1 || s.Plugins[0].Source != steps.GPUDockerPluginSource {
+	if len(s.Plugins) != 1 || s.Plugins[0].Source != plugincfg.Source {
 		t.Fatalf("plugins: %#v", s.Plugins)
 	}
 	cfg, ok := s.Plugins[0].Config.(map[string]any)
@@ -204,7 +205,7 @@ func checkOnlyTheEvalStep(t *testing.T, p *pipeline.Pipeline, v *Vendor, job Job
 		t.Fatalf("plugin config is %T", s.Plugins[0].Config)
 	}
 	b, _ := json.Marshal(cfg)
-	var got steps.GPUDockerConfig
+	var got plugincfg.GPUDocker
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&got); err != nil {

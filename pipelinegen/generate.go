@@ -15,6 +15,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/plugincfg"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -113,7 +114,7 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 	eval := steps.Eval{
 		Label: fmt.Sprintf("%s %s %s · %s%s", v.Emoji(), v.Donor, v.ShapeName(), cfg.Mode, runLabel),
 		Queue: v.Queue,
-		Plugin: steps.GPUDockerConfig{
+		Plugin: plugincfg.GPUDocker{
 			Image:     image,
 			Runtime:   v.Runtime,
 			GPUs:      gpus,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/plugincfg"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -132,7 +133,7 @@ func TestEvalStepShape(t *testing.T) {
 		if cfg["runtime"] != string(v.Runtime) || cfg["network"] != "none" || cfg["image"] != v.Image || cfg["gpus"] != 1 {
 			t.Errorf("%s: plugin config %v", q, cfg)
 		}
-		if s.Plugins[0].Source != steps.GPUDockerPluginSource {
+		if s.Plugins[0].Source != plugincfg.Source {
 			t.Errorf("plugin source %q", s.Plugins[0].Source)
 		}
 		if got := s.RemainingFields["agents"].(map[string]any)["queue"]; got != v.Queue {

@@ -9,8 +9,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/plugincfg"
 	"github.com/gpu-mode/kbgen/signing"
-	"github.com/gpu-mode/kbgen/steps"
 )
 
 // SignEvalStep puts kbgen's own step signature (contract.EnvStepSignature,
@@ -56,8 +56,8 @@ func EvalClaim(p *pipeline.Pipeline, payloadSHA256 string) (claim signing.StepCl
 	var gpu *pipeline.Plugin
 	var names []string
 	for _, pl := range step.Plugins {
-		names = append(names, steps.PluginName(pl.Source))
-		if steps.PluginName(pl.Source) == steps.PluginName(steps.GPUDockerPluginSource) {
+		names = append(names, plugincfg.PluginName(pl.Source))
+		if plugincfg.PluginName(pl.Source) == plugincfg.PluginName(plugincfg.Source) {
 			gpu = pl
 		}
 	}

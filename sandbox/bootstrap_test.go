@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/jobsource"
+	"github.com/gpu-mode/kbgen/plugincfg"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -52,7 +53,7 @@ type agentJob struct {
 // newAgentJob prepares a repository with this checkout's gpu-docker plugin,
 // a PATH holding a static kbgen and the agent (named buildkite-agent, as
 // hook wrappers call it), and the env an agent gives a job.
-func newAgentJob(t *testing.T, image string, cfg steps.GPUDockerConfig, command string) *agentJob {
+func newAgentJob(t *testing.T, image string, cfg plugincfg.GPUDocker, command string) *agentJob {
 	t.Helper()
 	agent := buildkiteAgent(t)
 	if _, err := exec.LookPath("git"); err != nil {
@@ -192,8 +193,8 @@ func (j *agentJob) run(t *testing.T) {
 	}
 }
 
-func smallConfig() steps.GPUDockerConfig {
-	return steps.GPUDockerConfig{Runtime: "nvidia", GPUs: 1, CPUs: 1, Memory: "256m", ShmSize: "16m", PidsLimit: 256, Network: "none"}
+func smallConfig() plugincfg.GPUDocker {
+	return plugincfg.GPUDocker{Runtime: "nvidia", GPUs: 1, CPUs: 1, Memory: "256m", ShmSize: "16m", PidsLimit: 256, Network: "none"}
 }
 
 // TestBootstrapEvalStep runs the eval step as an agent would: checkout,

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // PluginName is the name the agent derives from the plugin's source
@@ -20,11 +20,11 @@ const PluginName = "gpu-docker"
 // plugin's hooks. BUILDKITE_PLUGINS is preferred when it names the plugin,
 // because it keeps JSON types; the flat BUILDKITE_PLUGIN_GPU_DOCKER_* vars,
 // which every agent sets, are the fallback.
-func ConfigFromEnv(lookup func(string) (string, bool)) (steps.GPUDockerConfig, error) {
+func ConfigFromEnv(lookup func(string) (string, bool)) (plugincfg.GPUDocker, error) {
 	if js, ok := lookup(contract.EnvPlugins); ok && strings.TrimSpace(js) != "" {
 		raw, found, err := pluginFromJSON([]byte(js))
 		if err != nil {
-			return steps.GPUDockerConfig{}, err
+			return plugincfg.GPUDocker{}, err
 		}
 		if found {
 			return configFromMap(raw)
@@ -32,12 +32,12 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (steps.GPUDockerConfig, e
 	}
 	raw := map[string]any{}
 	for _, key := range configKeys() {
-		if v, ok := lookup(steps.GPUDockerEnvPrefix + envKey(key)); ok {
+		if v, ok := lookup(plugincfg.EnvPrefix + envKey(key)); ok {
 			raw[key] = v
 		}
 	}
 	if len(raw) == 0 {
-		return steps.GPUDockerConfig{}, configErrorf("", "no %s plugin in %s and no %s* variables: run this from the plugin's command hook", PluginName, contract.EnvPlugins, steps.GPUDockerEnvPrefix)
+		return plugincfg.GPUDocker{}, configErrorf("", "no %s plugin in %s and no %s* variables: run this from the plugin's command hook", PluginName, contract.EnvPlugins, plugincfg.EnvPrefix)
 	}
 	return configFromMap(raw)
 }
@@ -68,18 +68,18 @@ func pluginFromJSON(js []byte) (map[string]any, bool, error) {
 	return nil, false, nil
 }
 
-// pluginNameOf is the agent's name for a plugin source (steps.PluginName).
-func pluginNameOf(source string) string { return steps.PluginName(source) }
+// pluginNameOf is the agent's name for a plugin source (plugincfg.PluginName).
+func pluginNameOf(source string) string { return plugincfg.PluginName(source) }
 
 // envKey is the agent's env spelling of a config key.
 func envKey(key string) string {
 	return strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
 }
 
-// configKeys are GPUDockerConfig's JSON keys, read from its tags so a key
+// configKeys are plugincfg.GPUDocker's JSON keys, read from its tags so a key
 // added there is picked up here.
 func configKeys() []string {
-	t := reflect.TypeOf(steps.GPUDockerConfig{})
+	t := reflect.TypeOf(plugincfg.GPUDocker{})
 	keys := make([]string, 0, t.NumField())
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
@@ -88,12 +88,12 @@ func configKeys() []string {
 	return keys
 }
 
-// configFromMap fills a GPUDockerConfig from loosely typed values: env vars
+// configFromMap fills a plugincfg.GPUDocker from loosely typed values: env vars
 // are always strings and YAML may quote numbers, so "4" and 4 both count.
 // Unknown keys are an error: a typo such as "memroy" must not silently
 // fall back to a default.
-func configFromMap(raw map[string]any) (steps.GPUDockerConfig, error) {
-	var c steps.GPUDockerConfig
+func configFromMap(raw map[string]any) (plugincfg.GPUDocker, error) {
+	var c plugincfg.GPUDocker
 	v := reflect.ValueOf(&c).Elem()
 	t := v.Type()
 	known := map[string]int{}

@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 func TestConfigFromEnv(t *testing.T) {
-	want := steps.GPUDockerConfig{Image: "ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1", Runtime: "nvidia", GPUs: 1, CPUs: 12, Memory: "200g", ShmSize: "32g", PidsLimit: 4096, Network: "none"}
+	want := plugincfg.GPUDocker{Image: "ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1", Runtime: "nvidia", GPUs: 1, CPUs: 12, Memory: "200g", ShmSize: "32g", PidsLimit: 4096, Network: "none"}
 	tests := []struct {
 		name string
 		env  map[string]string

@@ -17,7 +17,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/internal/testimage"
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // testTmp holds what the whole test process shares (the static kbgen).
@@ -52,7 +52,7 @@ type containerRun struct {
 
 // runInSandbox plans cfg on an agent owning the last CPU of this machine
 // and runs script under busybox sh in the real container.
-func runInSandbox(t *testing.T, cfg steps.GPUDockerConfig, script string) containerRun {
+func runInSandbox(t *testing.T, cfg plugincfg.GPUDocker, script string) containerRun {
 	t.Helper()
 	image := testimage.Busybox(t)
 	kbgen := kbgenbin.Path(t)
@@ -161,7 +161,7 @@ func parseFacts(out string) map[string]string {
 // inside, everything a submission would see. docs/isolation.md lists
 // which of these this engine proves and which are argv-only.
 func TestContainerIsolation(t *testing.T) {
-	cfg := steps.GPUDockerConfig{GPUs: 1, CPUs: 1, Memory: "192m", ShmSize: "32m", PidsLimit: 128, Network: "none"}
+	cfg := plugincfg.GPUDocker{GPUs: 1, CPUs: 1, Memory: "192m", ShmSize: "32m", PidsLimit: 128, Network: "none"}
 	r := runInSandbox(t, cfg, probeScript)
 	if r.code != 0 {
 		t.Fatalf("probe exited %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -233,7 +233,7 @@ func TestContainerIsolation(t *testing.T) {
 // TestContainerForkBomb: a fork bomb is stopped by --pids-limit, inside
 // the container, and the container still exits normally.
 func TestContainerForkBomb(t *testing.T) {
-	cfg := steps.GPUDockerConfig{GPUs: 1, CPUs: 1, Memory: "192m", ShmSize: "16m", PidsLimit: 64, Network: "none"}
+	cfg := plugincfg.GPUDocker{GPUs: 1, CPUs: 1, Memory: "192m", ShmSize: "16m", PidsLimit: 64, Network: "none"}
 	// The bomb runs in a subshell, which dies when fork fails (busybox sh
 	// treats it as fatal); the parent then only uses builtins, which need
 	// no fork, to report what the cgroup holds while the children live.
@@ -270,7 +270,7 @@ exit 0
 // TestContainerMemoryHog: a process allocating past --memory is OOM-killed
 // (exit 137) instead of swapping or touching the host.
 func TestContainerMemoryHog(t *testing.T) {
-	cfg := steps.GPUDockerConfig{GPUs: 1, CPUs: 1, Memory: "64m", ShmSize: "16m", PidsLimit: 64, Network: "none"}
+	cfg := plugincfg.GPUDocker{GPUs: 1, CPUs: 1, Memory: "64m", ShmSize: "16m", PidsLimit: 64, Network: "none"}
 	// dd's block buffer is one allocation it fills from /dev/zero: 512 MiB
 	// of touched memory in a 64 MiB container.
 	start := time.Now()
@@ -299,7 +299,7 @@ func plannedSpec(t *testing.T, image, name, script string) *Spec {
 	if err := stage.Create(""); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := Plan(steps.GPUDockerConfig{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
+	spec, err := Plan(plugincfg.GPUDocker{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
 		Name: ContainerName(name), Command: []string{"sh", "-c", script}, RunnerBinary: kbgenbin.Path(t), NoGPU: true,
 	})
 	if err != nil {
@@ -329,7 +329,7 @@ func TestContainerStaleAndSignals(t *testing.T) {
 	if err := stage.Create(""); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := Plan(steps.GPUDockerConfig{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
+	spec, err := Plan(plugincfg.GPUDocker{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
 		Name: name, Command: []string{"sh", "-c", "echo started; sleep 300"}, RunnerBinary: kbgen, NoGPU: true,
 	})
 	if err != nil {

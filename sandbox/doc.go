@@ -1,6 +1,6 @@
 // Package sandbox is the host side of an evaluation: on the agent host, with
 // rights to the Docker engine, it combines what a step asks for (the
-// gpu-docker plugin config, steps.GPUDockerConfig) with where this agent may
+// gpu-docker plugin config, plugincfg.GPUDocker) with where this agent may
 // run (the placement its environment hook exports) into one `docker run`,
 // never granting more than the agent owns, and runs it.
 //

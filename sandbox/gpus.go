@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // gpuGrant is what a step gets of its agent's GPUs: the docker flags and
@@ -22,7 +22,7 @@ type gpuGrant struct {
 // beyond what the agent owns, asking for fewer means the step reached an
 // agent of another shape (a one-GPU step on an 8-GPU agent would hold
 // seven idle); both are refusals (75), so Buildkite retries elsewhere.
-func grantGPUs(cfg steps.GPUDockerConfig, pl Placement, host Host) (gpuGrant, error) {
+func grantGPUs(cfg plugincfg.GPUDocker, pl Placement, host Host) (gpuGrant, error) {
 	asked := max(cfg.GPUs, 1)
 	switch cfg.Runtime {
 	case contract.RuntimeNVIDIA:

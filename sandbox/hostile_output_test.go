@@ -16,7 +16,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/payload"
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // forgedMarker is in every result a hostile submission forges; it must
@@ -59,7 +59,7 @@ func runHostileJob(t *testing.T, h hostileJob) hostileRun {
 	}
 	image := testimage.ShellPython(t)
 	kbgen := kbgenbin.Path(t)
-	cfg, err := json.Marshal([]map[string]any{{"./.buildkite/plugins/gpu-docker": steps.GPUDockerConfig{
+	cfg, err := json.Marshal([]map[string]any{{"./.buildkite/plugins/gpu-docker": plugincfg.GPUDocker{
 		Image: image, Runtime: "nvidia", GPUs: 1, CPUs: 1, Memory: memory, ShmSize: "16m", PidsLimit: 256, Network: "none",
 	}}})
 	if err != nil {

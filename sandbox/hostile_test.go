@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // TestHostileSubmissionsInContainer is the sandbox's half of the hostile
@@ -18,7 +18,7 @@ import (
 // attack runs as the submission would, inside the real container, and
 // must fail for the reason the sandbox's argv gives.
 func TestHostileSubmissionsInContainer(t *testing.T) {
-	cfg := steps.GPUDockerConfig{GPUs: 1, CPUs: 1, Memory: "96m", ShmSize: "16m", PidsLimit: 128, Network: "none"}
+	cfg := plugincfg.GPUDocker{GPUs: 1, CPUs: 1, Memory: "96m", ShmSize: "16m", PidsLimit: 128, Network: "none"}
 	tests := []struct {
 		name   string
 		script string
@@ -49,7 +49,7 @@ func TestHostileSubmissionsInContainer(t *testing.T) {
 // so the size bound does not stop them) stop at ShmInodes, inside the
 // container. The memory limit leaves room for that many inodes.
 func TestHostileFillsShmInodes(t *testing.T) {
-	cfg := steps.GPUDockerConfig{GPUs: 1, CPUs: 1, Memory: "256m", ShmSize: "16m", PidsLimit: 128, Network: "none"}
+	cfg := plugincfg.GPUDocker{GPUs: 1, CPUs: 1, Memory: "256m", ShmSize: "16m", PidsLimit: 128, Network: "none"}
 	script := fmt.Sprintf(`cd /dev/shm && seq 1 70000 | xargs touch 2>/dev/null; n=$(ls | wc -l); echo "shm_files=$n"
 [ "$n" -ge %d ] && [ "$n" -lt %d ] && echo bounded`, ShmInodes-16, ShmInodes)
 	r := runInSandbox(t, cfg, script)

@@ -18,7 +18,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/payload"
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // TestContainerHostNoise: `kbgen run` in a real container on the last
@@ -53,7 +53,7 @@ func TestContainerHostNoise(t *testing.T) {
 		}
 	}
 
-	cfg := steps.GPUDockerConfig{GPUs: 1, CPUs: 1, Memory: "128m", Network: "none", Image: image, Runtime: "nvidia"}
+	cfg := plugincfg.GPUDocker{GPUs: 1, CPUs: 1, Memory: "128m", Network: "none", Image: image, Runtime: "nvidia"}
 	env := map[string]string{contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: cpu, contract.EnvMems: "0", contract.EnvMemory: "256m"}
 	pl, err := PlacementFromEnv(lookup(env))
 	if err != nil {

@@ -2,7 +2,7 @@ package sandbox
 
 import (
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // OnPlacement is a container started on an agent's placement outside any
@@ -33,7 +33,7 @@ func (o OnPlacement) Plan() (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Plan(steps.GPUDockerConfig{Image: o.Image, Runtime: o.Runtime, GPUs: 1}, pl, o.Host, Options{
+	return Plan(plugincfg.GPUDocker{Image: o.Image, Runtime: o.Runtime, GPUs: 1}, pl, o.Host, Options{
 		Name:         o.Name,
 		Command:      o.Command,
 		RunnerBinary: o.RunnerBinary,

@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
-func testConfig(runtime contract.Runtime) steps.GPUDockerConfig {
-	return steps.GPUDockerConfig{Image: "kbgen-runner:test", Runtime: runtime, GPUs: 1, CPUs: 12, Memory: "200g", ShmSize: "32g", PidsLimit: 4096, Network: "none"}
+func testConfig(runtime contract.Runtime) plugincfg.GPUDocker {
+	return plugincfg.GPUDocker{Image: "kbgen-runner:test", Runtime: runtime, GPUs: 1, CPUs: 12, Memory: "200g", ShmSize: "32g", PidsLimit: 4096, Network: "none"}
 }
 
 func testOptions() Options {
@@ -199,7 +199,7 @@ func TestPlanNoGPUNeedsNoGPUPlacement(t *testing.T) {
 }
 
 func TestPlanDefaults(t *testing.T) {
-	cfg := steps.GPUDockerConfig{Image: "img", Runtime: "nvidia"}
+	cfg := plugincfg.GPUDocker{Image: "img", Runtime: "nvidia"}
 	env := nvidiaPlacementEnv()
 	delete(env, contract.EnvPidsMax)
 	delete(env, contract.EnvShmMax)
@@ -250,19 +250,19 @@ func TestPlanRefuses(t *testing.T) {
 	tests := []struct {
 		name    string
 		runtime contract.Runtime
-		cfg     func(*steps.GPUDockerConfig)
+		cfg     func(*plugincfg.GPUDocker)
 		env     func(map[string]string)
 		opts    func(*Options)
 		refused bool // RefusedError (exit 75) rather than ConfigError (exit 2)
 		want    string
 	}{
-		{"two gpus", "nvidia", func(c *steps.GPUDockerConfig) { c.GPUs = 2 }, nil, nil, true, "owns one GPU"},
-		{"more cpus than cpuset", "nvidia", func(c *steps.GPUDockerConfig) { c.CPUs = 25 }, nil, nil, true, "25 CPUs asked"},
-		{"more memory", "nvidia", func(c *steps.GPUDockerConfig) { c.Memory = "221g" }, nil, nil, true, "this agent owns 220g"},
-		{"more shm than cap", "nvidia", func(c *steps.GPUDockerConfig) { c.ShmSize = "65g" }, nil, nil, true, "allows 64g"},
-		{"more shm than memory", "nvidia", func(c *steps.GPUDockerConfig) { c.ShmSize = "16g"; c.Memory = "8g" }, nil, nil, true, "allows 8g"},
-		{"more pids", "nvidia", func(c *steps.GPUDockerConfig) { c.PidsLimit = 9000 }, nil, nil, true, "allows 8192"},
-		{"network", "nvidia", func(c *steps.GPUDockerConfig) { c.Network = "host" }, nil, nil, true, "no network"},
+		{"two gpus", "nvidia", func(c *plugincfg.GPUDocker) { c.GPUs = 2 }, nil, nil, true, "owns one GPU"},
+		{"more cpus than cpuset", "nvidia", func(c *plugincfg.GPUDocker) { c.CPUs = 25 }, nil, nil, true, "25 CPUs asked"},
+		{"more memory", "nvidia", func(c *plugincfg.GPUDocker) { c.Memory = "221g" }, nil, nil, true, "this agent owns 220g"},
+		{"more shm than cap", "nvidia", func(c *plugincfg.GPUDocker) { c.ShmSize = "65g" }, nil, nil, true, "allows 64g"},
+		{"more shm than memory", "nvidia", func(c *plugincfg.GPUDocker) { c.ShmSize = "16g"; c.Memory = "8g" }, nil, nil, true, "allows 8g"},
+		{"more pids", "nvidia", func(c *plugincfg.GPUDocker) { c.PidsLimit = 9000 }, nil, nil, true, "allows 8192"},
+		{"network", "nvidia", func(c *plugincfg.GPUDocker) { c.Network = "host" }, nil, nil, true, "no network"},
 		{"no uuid", "nvidia", nil, func(e map[string]string) { delete(e, contract.EnvGPUUUID) }, nil, true, "KERNELBOT_GPU_UUID is not set"},
 		{"bad uuid", "nvidia", nil, func(e map[string]string) { e[contract.EnvGPUUUID] = "GPU-3" }, nil, true, "not an NVIDIA GPU UUID"},
 		{"uuid injection", "nvidia", nil, func(e map[string]string) { e[contract.EnvGPUUUID] = "all" }, nil, true, "not an NVIDIA GPU UUID"},
@@ -271,11 +271,11 @@ func TestPlanRefuses(t *testing.T) {
 		{"render node not a device", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/renderD200" }, nil, true, "not a character device"},
 		{"render node path", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/card0" }, nil, true, "not a render node"},
 		{"comma in host path", "nvidia", nil, nil, func(o *Options) { o.PayloadFile = "/tmp/a,readonly=false" }, true, "comma"},
-		{"no image", "nvidia", func(c *steps.GPUDockerConfig) { c.Image = "" }, nil, nil, false, "image: missing"},
-		{"image like a flag", "nvidia", func(c *steps.GPUDockerConfig) { c.Image = "--privileged" }, nil, nil, false, "not an image reference"},
+		{"no image", "nvidia", func(c *plugincfg.GPUDocker) { c.Image = "" }, nil, nil, false, "image: missing"},
+		{"image like a flag", "nvidia", func(c *plugincfg.GPUDocker) { c.Image = "--privileged" }, nil, nil, false, "not an image reference"},
 		{"unknown runtime", "cuda", nil, nil, nil, false, `"cuda" is not a GPU runtime`},
 		{"no runtime", "", nil, nil, nil, false, "runtime: missing"},
-		{"bad memory", "nvidia", func(c *steps.GPUDockerConfig) { c.Memory = "lots" }, nil, nil, false, "memory"},
+		{"bad memory", "nvidia", func(c *plugincfg.GPUDocker) { c.Memory = "lots" }, nil, nil, false, "memory"},
 		{"no command", "nvidia", nil, nil, func(o *Options) { o.Command = nil }, false, "no command"},
 	}
 	host := fakeHost(t, amdDevices)

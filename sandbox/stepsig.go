@@ -5,8 +5,8 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/plugincfg"
 	"github.com/gpu-mode/kbgen/signing"
-	"github.com/gpu-mode/kbgen/steps"
 )
 
 // CheckStepSignature is kbgen's own check that the step about to run is
@@ -18,7 +18,7 @@ import (
 // agent's queue, and verifies KBGEN_STEP_SIGNATURE against it. With no key
 // configured nothing is checked. Errors: *signing.StepSignatureError (65),
 // or a RefusedError (75) when this node's key file cannot be read.
-func CheckStepSignature(lookup func(string) (string, bool), command []string, cfg steps.GPUDockerConfig, encodedPayload string) error {
+func CheckStepSignature(lookup func(string) (string, bool), command []string, cfg plugincfg.GPUDocker, encodedPayload string) error {
 	keyFile, _ := lookup(contract.EnvVerificationKey)
 	if keyFile == "" {
 		return nil
@@ -52,7 +52,7 @@ func pluginNames(lookup func(string) (string, bool)) []string {
 	var names []string
 	for _, entry := range list {
 		for source := range entry {
-			names = append(names, steps.PluginName(source))
+			names = append(names, plugincfg.PluginName(source))
 		}
 	}
 	return names

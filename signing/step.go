@@ -12,7 +12,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jws"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // StepClaim is exactly what the agent host acts on for one eval step, as
@@ -23,7 +23,7 @@ import (
 // `kbgen sandbox` checks it against what it is about to run.
 //
 // Every field is in a canonical form both sides compute the same way: the
-// plugin config as the typed steps.GPUDockerConfig (so "4" and 4, or the
+// plugin config as the typed plugincfg.GPUDocker (so "4" and 4, or the
 // flat BUILDKITE_PLUGIN_GPU_DOCKER_* vars and BUILDKITE_PLUGINS, agree),
 // the command as its argv, the env as a map (JSON sorts its keys) and the
 // payload by its SHA-256, not its bytes.
@@ -35,7 +35,7 @@ type StepClaim struct {
 	// every one of them on the host).
 	Plugins []string `json:"plugins"`
 	// Plugin is the gpu-docker plugin's config.
-	Plugin steps.GPUDockerConfig `json:"plugin"`
+	Plugin plugincfg.GPUDocker `json:"plugin"`
 	// Env is the step env kbgen set, as the agent will hand it to the job
 	// (after the upload's interpolation), without the signature itself.
 	Env map[string]string `json:"env"`
@@ -150,7 +150,7 @@ func firstDiff(signed, run StepClaim) string {
 }
 
 // pluginDiff names the first gpu-docker config key that differs.
-func pluginDiff(signed, run steps.GPUDockerConfig) string {
+func pluginDiff(signed, run plugincfg.GPUDocker) string {
 	sv, rv := reflect.ValueOf(signed), reflect.ValueOf(run)
 	for i := range sv.NumField() {
 		if sv.Field(i).Interface() != rv.Field(i).Interface() {

@@ -7,14 +7,14 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
-	"github.com/gpu-mode/kbgen/steps"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 func testClaim() StepClaim {
 	return StepClaim{
 		Command: []string{"kbgen", "run"},
 		Plugins: []string{"gpu-docker"},
-		Plugin: steps.GPUDockerConfig{Image: "ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1", Runtime: "nvidia", GPUs: 1, CPUs: 8,
+		Plugin: plugincfg.GPUDocker{Image: "ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1", Runtime: "nvidia", GPUs: 1, CPUs: 8,
 			Memory: "64g", ShmSize: "16g", PidsLimit: 4096, Network: "none"},
 		Env:           map[string]string{"KERNELBOT_QUEUE": "nvidia-h100", "KERNELBOT_RUN_ID": "run-$1"},
 		PayloadSHA256: strings.Repeat("ab", 32),

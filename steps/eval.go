@@ -8,6 +8,7 @@ import (
 	"github.com/buildkite/go-pipeline"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // RunCommand is what the eval step runs inside the container.
@@ -22,7 +23,7 @@ const ProfileArtifacts = contract.ProfileDir + "/**/*"
 type Eval struct {
 	Label            string
 	Queue            string
-	Plugin           GPUDockerConfig
+	Plugin           plugincfg.GPUDocker
 	Env              map[string]string
 	TimeoutMinutes   int
 	Priority         int
@@ -78,13 +79,13 @@ func (e Eval) plugin() (*pipeline.Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pipeline.Plugin{Source: GPUDockerPluginSource, Config: cfg}, nil
+	return &pipeline.Plugin{Source: plugincfg.Source, Config: cfg}, nil
 }
 
 // pluginConfigMap turns the typed config into the generic map go-pipeline
 // and the agent work with, so a signature computed here matches what the
 // agent computes from the parsed YAML.
-func pluginConfigMap(c GPUDockerConfig) (map[string]any, error) {
+func pluginConfigMap(c plugincfg.GPUDocker) (map[string]any, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("encoding gpu-docker config: %w", err)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/size"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // KubernetesPluginSource is the plugin name agent-stack-k8s reserves: the
@@ -56,7 +57,7 @@ var KubernetesCommand = "trap : TERM INT; s=0; kbgen sandbox --launcher process 
 // runner as uid 1000 and signal it; the pod sets no runAsUser (with one,
 // agent-stack-k8s chowns /workspace to that user) and keeps its own PID
 // namespace (the sandbox kills what uid 1000 leaves behind).
-func KubernetesPodSpec(c GPUDockerConfig) (map[string]any, error) {
+func KubernetesPodSpec(c plugincfg.GPUDocker) (map[string]any, error) {
 	gpuResource := NVIDIAGPUResource
 	if c.Runtime == contract.RuntimeROCm {
 		gpuResource = AMDGPUResource

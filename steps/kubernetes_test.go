@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // TestKubernetesQuantities: the pod spec's sizes are the registry's, read
@@ -21,7 +22,7 @@ func TestKubernetesQuantities(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			spec, err := KubernetesPodSpec(GPUDockerConfig{Image: "img:1", GPUs: 1, CPUs: 1, Memory: tt.memory, ShmSize: tt.shm})
+			spec, err := KubernetesPodSpec(plugincfg.GPUDocker{Image: "img:1", GPUs: 1, CPUs: 1, Memory: tt.memory, ShmSize: tt.shm})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +39,7 @@ func TestKubernetesQuantities(t *testing.T) {
 func TestKubernetesPodSpecIsGuaranteedQoS(t *testing.T) {
 	t.Parallel()
 	for runtime, gpuRes := range map[contract.Runtime]string{contract.RuntimeNVIDIA: NVIDIAGPUResource, contract.RuntimeROCm: AMDGPUResource} {
-		spec, err := KubernetesPodSpec(GPUDockerConfig{Image: "img:1", Runtime: runtime, GPUs: 1, CPUs: 8, Memory: "64g", ShmSize: "16g", PidsLimit: 4096, Network: "none"})
+		spec, err := KubernetesPodSpec(plugincfg.GPUDocker{Image: "img:1", Runtime: runtime, GPUs: 1, CPUs: 8, Memory: "64g", ShmSize: "16g", PidsLimit: 4096, Network: "none"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestKubernetesPodSpecIsGuaranteedQoS(t *testing.T) {
 			t.Errorf("capabilities not dropped: %v", caps)
 		}
 	}
-	if _, err := KubernetesPodSpec(GPUDockerConfig{Memory: "lots", ShmSize: "1g"}); err == nil {
+	if _, err := KubernetesPodSpec(plugincfg.GPUDocker{Memory: "lots", ShmSize: "1g"}); err == nil {
 		t.Error("bad memory accepted")
 	}
 }
@@ -70,7 +71,7 @@ func TestKubernetesPodSpecIsGuaranteedQoS(t *testing.T) {
 // namespace, and the command is the sandbox's, escaped for the upload.
 func TestKubernetesPodSpecRunsTheSandbox(t *testing.T) {
 	t.Parallel()
-	spec, err := KubernetesPodSpec(GPUDockerConfig{Image: "img:1", Runtime: contract.RuntimeNVIDIA, GPUs: 1, CPUs: 8, Memory: "64g", ShmSize: "16g"})
+	spec, err := KubernetesPodSpec(plugincfg.GPUDocker{Image: "img:1", Runtime: contract.RuntimeNVIDIA, GPUs: 1, CPUs: 8, Memory: "64g", ShmSize: "16g"})
 	if err != nil {
 		t.Fatal(err)
 	}

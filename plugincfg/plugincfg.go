@@ -1,4 +1,4 @@
-package steps
+package plugincfg
 
 import (
 	"path"
@@ -7,17 +7,17 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
-// GPUDockerPluginSource is the local plugin in this repository that runs a
+// Source is the local plugin in this repository that runs a
 // step through `kbgen sandbox` (.buildkite/plugins/gpu-docker).
-const GPUDockerPluginSource = "./.buildkite/plugins/gpu-docker"
+const Source = "./.buildkite/plugins/gpu-docker"
 
-// GPUDockerConfig is the `gpu-docker` plugin's configuration: *what* a step
+// GPUDocker is the `gpu-docker` plugin's configuration: *what* a step
 // may use. The agent hands each key to the plugin's hooks as
 // BUILDKITE_PLUGIN_GPU_DOCKER_<KEY> (upper case, '-' → '_'); `kbgen sandbox`
 // reads it back and combines it with the node's placement (*where*).
 // .buildkite/plugins/gpu-docker/plugin.yml is the JSON schema of this type,
 // and a test keeps the two in step.
-type GPUDockerConfig struct {
+type GPUDocker struct {
 	// Image is the runner image (registry reference, ideally by digest).
 	Image string `json:"image" yaml:"image"`
 	// Runtime is the GPU flavour: "nvidia" or "rocm".
@@ -37,8 +37,8 @@ type GPUDockerConfig struct {
 	Network string `json:"network" yaml:"network"`
 }
 
-// GPUDockerEnvPrefix prefixes the env vars the agent sets from the config.
-const GPUDockerEnvPrefix = "BUILDKITE_PLUGIN_GPU_DOCKER_"
+// EnvPrefix prefixes the env vars the agent sets from the config.
+const EnvPrefix = "BUILDKITE_PLUGIN_GPU_DOCKER_"
 
 // PluginName mirrors the agent's naming of a plugin: the last path element
 // of its source without "#ref", ".git" or "-buildkite-plugin"

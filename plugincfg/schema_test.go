@@ -1,4 +1,4 @@
-package steps
+package plugincfg_test
 
 import (
 	"encoding/json"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/imageref"
 	"github.com/gpu-mode/kbgen/internal/size"
+	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/steps"
 )
 
 type pluginSchema struct {
@@ -44,13 +46,13 @@ func loadPluginSchema(t *testing.T) pluginSchema {
 	return s
 }
 
-// TestPluginSchemaMatchesConfigType keeps plugin.yml and GPUDockerConfig in
+// TestPluginSchemaMatchesConfigType keeps plugin.yml and plugincfg.GPUDocker in
 // step: the same keys, all required, nothing else allowed.
 func TestPluginSchemaMatchesConfigType(t *testing.T) {
 	t.Parallel()
 	s := loadPluginSchema(t)
 	var fields []string
-	rt := reflect.TypeOf(GPUDockerConfig{})
+	rt := reflect.TypeOf(plugincfg.GPUDocker{})
 	for i := 0; i < rt.NumField(); i++ {
 		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
 		fields = append(fields, name)
@@ -124,11 +126,11 @@ func TestGoldenPluginConfigsValidate(t *testing.T) {
 		if err := yaml.Unmarshal(data, &doc); err != nil {
 			t.Fatal(err)
 		}
-		k8sSource := (&pipeline.Plugin{Source: KubernetesPluginSource}).FullSource()
+		k8sSource := (&pipeline.Plugin{Source: steps.KubernetesPluginSource}).FullSource()
 		if _, k8s := doc.Steps[0].Plugins[0][k8sSource]; k8s {
 			continue
 		}
-		cfg := doc.Steps[0].Plugins[0][GPUDockerPluginSource]
+		cfg := doc.Steps[0].Plugins[0][plugincfg.Source]
 		if cfg == nil {
 			t.Fatalf("%s: no gpu-docker plugin", f)
 		}
