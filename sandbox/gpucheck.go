@@ -64,8 +64,6 @@ type gpuProblem struct {
 // a node without nvidia-smi is logged and passes, since docker --gpus
 // fails there anyway.
 func (c GPUCheck) Check(ctx context.Context, rt string, ids []string) error {
-	ctx, cancel := context.WithTimeout(ctx, gpuCheckTimeout)
-	defer cancel()
 	problems, err := c.problems(ctx, rt, ids)
 	if err != nil || len(problems) == 0 {
 		return err
@@ -83,8 +81,11 @@ func (c GPUCheck) Check(ctx context.Context, rt string, ids []string) error {
 	return refusef("clean-GPU check: after a reset, %s", describeProblems(problems))
 }
 
-// problems is one pass over the GPUs of a runtime.
+// problems is one pass over the GPUs of a runtime, bounded by
+// gpuCheckTimeout (a reset between two passes has its own bound).
 func (c GPUCheck) problems(ctx context.Context, rt string, ids []string) ([]gpuProblem, error) {
+	ctx, cancel := context.WithTimeout(ctx, gpuCheckTimeout)
+	defer cancel()
 	switch rt {
 	case string(contract.RuntimeNVIDIA):
 		return c.nvidiaProblems(ctx, ids)
@@ -115,38 +116,52 @@ func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProble
 	if len(gpus) == 0 {
 		return nil, nil
 	}
-	// The three queries run at once: each nvidia-smi start costs tens
-	// of milliseconds (~80 ms on an H100, docs/performance.md).
-	var apps []byte
-	var appsErr, remapErr error
-	var remaps map[string][]string
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		apps, appsErr = c.tool(ctx, "nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
-	})
-	wg.Go(func() { remaps, remapErr = c.remappedRows(ctx) })
-	state, err := c.tool(ctx, "nvidia-smi", "--query-gpu=uuid,pci.bus_id,memory.used,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits")
-	wg.Wait()
+	q, err := c.nvidiaQueries(ctx)
 	if errors.Is(err, exec.ErrNotFound) {
 		c.logf("kbgen sandbox: clean-GPU check skipped: nvidia-smi is not on PATH")
 		return nil, nil
 	}
-	if err == nil {
-		err = appsErr
-	}
 	if err != nil {
 		return nil, refusef("clean-GPU check: nvidia-smi: %v", err)
 	}
-	if remapErr != nil {
-		c.logf("kbgen sandbox: clean-GPU check: row remapping not read: %v", remapErr)
+	if q.remapErr != nil {
+		c.logf("kbgen sandbox: clean-GPU check: row remapping not read: %v", q.remapErr)
 	}
 	klog := c.kernelLog()
-	rows, procs := csvRows(state, 4), csvRows(apps, 4)
+	rows, procs := csvRows(q.state, 4), csvRows(q.apps, 4)
 	var problems []gpuProblem
 	for _, id := range gpus {
-		problems = append(problems, c.nvidiaGPU(id, rows[id], procs[id], remaps[id], klog)...)
+		problems = append(problems, c.nvidiaGPU(id, rows[id], procs[id], q.remaps[id], klog)...)
 	}
 	return problems, nil
+}
+
+// smiAnswers are nvidia-smi's answers to the check's three queries.
+type smiAnswers struct {
+	state, apps []byte
+	remaps      map[string][]string
+	// remapErr: the row remapper could not be read (an older GPU or
+	// driver); logged, not judged.
+	remapErr error
+}
+
+// nvidiaQueries runs the three queries at once: each nvidia-smi start
+// costs tens of milliseconds (~80 ms on an H100, docs/performance.md).
+func (c GPUCheck) nvidiaQueries(ctx context.Context) (smiAnswers, error) {
+	var q smiAnswers
+	var appsErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		q.apps, appsErr = c.tool(ctx, "nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
+	})
+	wg.Go(func() { q.remaps, q.remapErr = c.remappedRows(ctx) })
+	state, err := c.tool(ctx, "nvidia-smi", "--query-gpu=uuid,pci.bus_id,memory.used,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits")
+	wg.Wait()
+	q.state = state
+	if err == nil {
+		err = appsErr
+	}
+	return q, err
 }
 
 // nvidiaGPU judges one GPU from its rows (nil: not listed). Every state
