@@ -8,6 +8,7 @@ import (
 )
 
 func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
 	want := plugincfg.GPUDocker{Image: "ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1", Runtime: "nvidia", GPUs: 1, CPUs: 12, Memory: "200g", ShmSize: "32g", PidsLimit: 4096, Network: "none"}
 	tests := []struct {
 		name string
@@ -34,6 +35,7 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := ConfigFromEnv(lookup(tt.env))
 			if err != nil || got != want {
 				t.Errorf("ConfigFromEnv = %+v, %v\nwant %+v", got, err, want)
@@ -43,6 +45,7 @@ func TestConfigFromEnv(t *testing.T) {
 }
 
 func TestConfigFromEnvErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -58,6 +61,7 @@ func TestConfigFromEnvErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := ConfigFromEnv(lookup(tt.env))
 			if !IsConfigError(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want a config error mentioning %q", err, tt.want)
@@ -67,6 +71,7 @@ func TestConfigFromEnvErrors(t *testing.T) {
 }
 
 func TestPluginNameOf(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"./.buildkite/plugins/gpu-docker":                                  "gpu-docker",
 		"./.buildkite/plugins/gpu-docker/":                                 "gpu-docker",

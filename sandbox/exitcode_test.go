@@ -11,6 +11,7 @@ import (
 // TestExitCode: kbgen sandbox's exit codes, which the eval step's retry
 // rules branch on (docs/formats.md#exit-codes).
 func TestExitCode(t *testing.T) {
+	t.Parallel()
 	_, jobErr := payload.ParseInput([]byte("%%%%"))
 	for _, tc := range []struct {
 		name string
@@ -34,6 +35,7 @@ func TestExitCode(t *testing.T) {
 // failure and a vouched result the host could not write (75, retried),
 // and a run with no verifiable result, which never passes or retries.
 func TestOutcomeExit(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		out     Outcome

@@ -41,6 +41,7 @@ var goldenPlacements = []struct {
 // argv (or the refusal) with golden/sandbox/<queue>@<placement>.txt.
 // UPDATE_GOLDEN=1 rewrites them.
 func TestGoldenArgv(t *testing.T) {
+	t.Parallel()
 	reg, err := pipelinegen.LoadRegistry("")
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +65,7 @@ func TestGoldenArgv(t *testing.T) {
 			name := v.Queue + "@" + pl.name + ".txt"
 			seen[name] = true
 			t.Run(name, func(t *testing.T) {
+				t.Parallel()
 				job, err := pipelinegen.ExampleJobFor(v, v.PreferMode(payload.ModeLeaderboard))
 				if err != nil {
 					t.Fatal(err)

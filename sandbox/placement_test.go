@@ -21,6 +21,7 @@ func nvidiaPlacementEnv() map[string]string {
 }
 
 func TestPlacementFromEnv(t *testing.T) {
+	t.Parallel()
 	p, err := PlacementFromEnv(lookup(nvidiaPlacementEnv()))
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +33,7 @@ func TestPlacementFromEnv(t *testing.T) {
 }
 
 func TestPlacementFromEnvRefuses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		change map[string]string
@@ -54,6 +56,7 @@ func TestPlacementFromEnvRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			env := nvidiaPlacementEnv()
 			delete(env, tt.drop)
 			for k, v := range tt.change {
@@ -70,6 +73,7 @@ func TestPlacementFromEnvRefuses(t *testing.T) {
 // TestCgroupParent: a node that confines its slices to housekeeping CPUs
 // exports the jobs slice, and the container is created under it.
 func TestCgroupParent(t *testing.T) {
+	t.Parallel()
 	env := nvidiaPlacementEnv()
 	env[contract.EnvCgroupParent] = "kbgen-jobs.slice"
 	p, err := PlacementFromEnv(lookup(env))

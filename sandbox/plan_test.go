@@ -89,6 +89,7 @@ func flagValues(s *Spec, name string) []string {
 }
 
 func TestPlanNVIDIA(t *testing.T) {
+	t.Parallel()
 	s, err := Plan(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), testOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +144,7 @@ func TestPlanNVIDIA(t *testing.T) {
 }
 
 func TestPlanROCm(t *testing.T) {
+	t.Parallel()
 	s, err := Plan(testConfig("rocm"), mustPlacement(t, rocmPlacementEnv()), fakeHost(t, amdDevices), testOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +161,7 @@ func TestPlanROCm(t *testing.T) {
 }
 
 func TestPlanNoGPU(t *testing.T) {
+	t.Parallel()
 	opts := testOptions()
 	opts.NoGPU = true
 	for _, rt := range []contract.Runtime{contract.RuntimeNVIDIA, contract.RuntimeROCm} {
@@ -181,6 +184,7 @@ func TestPlanNoGPU(t *testing.T) {
 // A job run by hand on a machine without a GPU runtime (kbgen sandbox
 // --no-gpu) needs no GPU placement; with the GPU, a missing one is refused.
 func TestPlanNoGPUNeedsNoGPUPlacement(t *testing.T) {
+	t.Parallel()
 	env := nvidiaPlacementEnv()
 	delete(env, contract.EnvGPUUUID)
 	pl := mustPlacement(t, env)
@@ -199,6 +203,7 @@ func TestPlanNoGPUNeedsNoGPUPlacement(t *testing.T) {
 }
 
 func TestPlanDefaults(t *testing.T) {
+	t.Parallel()
 	cfg := plugincfg.GPUDocker{Image: "img", Runtime: "nvidia"}
 	env := nvidiaPlacementEnv()
 	delete(env, contract.EnvPidsMax)
@@ -226,6 +231,7 @@ func TestPlanDefaults(t *testing.T) {
 // registry's validation reads it the same way) reaches docker as whole
 // units, the same bytes.
 func TestPlanSizes(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, memory, shm, wantMemory, wantShm string }{
 		{"whole gibibytes", "64g", "16g", "64g", "16g"},
 		{"fractions", "1.5g", "0.5g", "1536m", "512m"},
@@ -233,6 +239,7 @@ func TestPlanSizes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			cfg := testConfig(contract.RuntimeNVIDIA)
 			cfg.Memory, cfg.ShmSize = tt.memory, tt.shm
 			s, err := Plan(cfg, mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), testOptions())
@@ -247,6 +254,7 @@ func TestPlanSizes(t *testing.T) {
 }
 
 func TestPlanRefuses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		runtime contract.Runtime
@@ -281,6 +289,7 @@ func TestPlanRefuses(t *testing.T) {
 	host := fakeHost(t, amdDevices)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			cfg := testConfig(tt.runtime)
 			if tt.cfg != nil {
 				tt.cfg(&cfg)
@@ -308,6 +317,7 @@ func TestPlanRefuses(t *testing.T) {
 }
 
 func TestRunnerCommand(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want []string }{
 		{[]string{"kbgen", "run"}, []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload", "--sealed"}},
 		{[]string{"kbgen", "run", "--verbose"}, []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload", "--sealed", "--verbose"}},
@@ -337,6 +347,7 @@ func TestRunnerCommand(t *testing.T) {
 }
 
 func TestContainerEnvIsAnAllowList(t *testing.T) {
+	t.Parallel()
 	host := map[string]string{
 		"KERNELBOT_RUN_ID":             "run-1",
 		"BUILDKITE_AGENT_ACCESS_TOKEN": "tok",
@@ -366,6 +377,7 @@ func TestContainerEnvIsAnAllowList(t *testing.T) {
 }
 
 func TestContainerName(t *testing.T) {
+	t.Parallel()
 	if got := ContainerName("0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b"); got != "kbgen-0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b" {
 		t.Errorf("ContainerName = %q", got)
 	}
@@ -375,6 +387,7 @@ func TestContainerName(t *testing.T) {
 }
 
 func TestErrorsUnwrap(t *testing.T) {
+	t.Parallel()
 	err := refusef("x")
 	if !IsRefused(errors.Join(errors.New("ctx"), err)) {
 		t.Error("IsRefused does not see a wrapped refusal")
@@ -385,6 +398,7 @@ func TestErrorsUnwrap(t *testing.T) {
 // runner that not seeing one is the machine's fault (exit 75); the test-only
 // no-GPU plan must not, or every CPU test run would be "retried".
 func TestPlanRequiresGPUOnlyWithGPUFlags(t *testing.T) {
+	t.Parallel()
 	for _, noGPU := range []bool{false, true} {
 		opts := testOptions()
 		opts.NoGPU = noGPU

@@ -108,6 +108,7 @@ func signedJob(t *testing.T) (map[string]string, []string) {
 }
 
 func TestStepSignatureOnHost(t *testing.T) {
+	t.Parallel()
 	host := fakeHost(t, nil)
 	newJob := func(env map[string]string, argv []string) error {
 		_, err := NewJob(lookup(env), Request{Command: argv, RunnerBinary: "/usr/local/bin/kbgen", Host: &host})
@@ -182,6 +183,7 @@ func TestStepSignatureOnHost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			env, argv := signedJob(t)
 			tt.change(env, &argv)
 			err := newJob(env, argv)
@@ -201,6 +203,7 @@ func TestStepSignatureOnHost(t *testing.T) {
 // TestAllowedEnvIsSigned: every host variable the sandbox passes into the
 // container is one a step signature covers.
 func TestAllowedEnvIsSigned(t *testing.T) {
+	t.Parallel()
 	for _, k := range AllowedEnv {
 		if !slices.Contains(signing.StepEnv, k) {
 			t.Errorf("%s reaches the container but is not in signing.StepEnv", k)
