@@ -57,6 +57,9 @@ type Job struct {
 	// check is the clean-GPU check of the leased GPUs (gpucheck.go).
 	check   GPUCheck
 	runtime string
+	// leaseBusy: the run waited out KBGEN_LEASE_WAIT; its 75 is the
+	// node's load, not a machine fault (RecordExit).
+	leaseBusy bool
 	// retry is the job's side of a retry on the host's evidence (its mode
 	// and BUILDKITE_RETRY_COUNT); completed is added after the run.
 	retry noise.HostRetry
@@ -267,6 +270,7 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	// runs (a one-GPU agent and a multi-GPU agent share them).
 	j.lease.Logf = l.logf
 	lease, err := AcquireLease(ctx, j.Spec.GPUs, j.lease)
+	j.leaseBusy = errors.As(err, new(*LeaseBusyError))
 	if err != nil {
 		return Outcome{}, err
 	}

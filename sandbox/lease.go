@@ -71,6 +71,14 @@ func orDash(s string) string {
 	return s
 }
 
+// LeaseBusyError is a job that waited out KBGEN_LEASE_WAIT: a refusal
+// (75), but the node was busy, not at fault, so it is no machine fault of
+// the agent's (RecordExit).
+type LeaseBusyError struct{ err error }
+
+func (e *LeaseBusyError) Error() string { return e.err.Error() }
+func (e *LeaseBusyError) Unwrap() error { return e.err }
+
 // Lease is the node-local hold on a set of GPUs: one flock per GPU, held
 // while the container runs. The kernel drops a flock when its process
 // dies, so a killed sandbox never leaves a GPU leased.
@@ -176,7 +184,7 @@ func (w *leaseWait) take(ctx context.Context, id, suffix string) (*os.File, erro
 		now := time.Now()
 		if now.After(w.deadline) {
 			f.Close()
-			return nil, refusef("GPU %s is still held by %s after waiting %s (%s); another agent can take this job", id, w.holder(id), w.o.Wait, contract.EnvLeaseWait)
+			return nil, &LeaseBusyError{refusef("GPU %s is still held by %s after waiting %s (%s); another agent can take this job", id, w.holder(id), w.o.Wait, contract.EnvLeaseWait)}
 		}
 		if now.Sub(lastReport) >= leaseReport {
 			what := "in use"

@@ -35,9 +35,11 @@ func faultFile(dir string, ids []string) string {
 // RecordExit counts the job's exit for its agent: a 75 adds one fault, any
 // other exit ends the row. At FaultLimit it returns what the job log
 // should say: the agent now stays out of rotation until its GPUs pass
-// the check. A job without GPUs is not counted.
+// the check. A job without GPUs is not counted, nor one that waited out
+// the lease (the node was busy; taking a multi-GPU agent out for that
+// would starve it).
 func (j *Job) RecordExit(code int) string {
-	if len(j.Spec.GPUs) == 0 {
+	if len(j.Spec.GPUs) == 0 || j.leaseBusy {
 		return ""
 	}
 	file := faultFile(j.lease.Dir, j.Spec.GPUs)

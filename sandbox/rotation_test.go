@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 )
 
 // TestRecordExit: exit 75 counts a machine fault, any other exit ends the
@@ -90,4 +92,33 @@ func TestReadmitWithoutPlacement(t *testing.T) {
 	t.Parallel()
 	_, err := Readmit(context.Background(), lookup(map[string]string{}), true, nil)
 	wantRefusal(t, err, contract.EnvGPUUUID+" or "+contract.EnvGPURenderNode+" is not set")
+}
+
+// TestLeaseTimeoutIsNoFault: a job that waited out KBGEN_LEASE_WAIT exits
+// 75, but the node was busy, not broken: it never counts toward taking
+// the agent out (a multi-GPU agent would starve).
+func TestLeaseTimeoutIsNoFault(t *testing.T) {
+	l, _ := fakeDocker(t)
+	env := jobEnv(t)
+	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
+	env[contract.EnvLeaseWait] = "100ms"
+	host := fakeHost(t, nil)
+	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := mustLease(t, j.Spec.GPUs, leaseOpts(env[contract.EnvLeaseDir], "job 9 on agent node1-x8", time.Second, nil))
+	defer other.Release()
+	for i := range FaultLimit + 1 {
+		_, err := j.Run(context.Background(), l, t.TempDir())
+		if ExitCode(err) != 75 {
+			t.Fatalf("run %d: %v, want 75", i, err)
+		}
+		if note := j.RecordExit(ExitCode(err)); note != "" {
+			t.Fatalf("run %d: a lease timeout counted as a machine fault: %s", i, note)
+		}
+	}
+	if _, err := os.Stat(faultFile(env[contract.EnvLeaseDir], j.Spec.GPUs)); err == nil {
+		t.Error("a fault count was written for lease timeouts")
+	}
 }
