@@ -70,7 +70,10 @@ func TestGoldenResults(t *testing.T) {
 	needPython(t)
 	cuda := payload.SystemInfo{GPU: "NVIDIA H100 80GB HBM3", DeviceCount: 1, CPU: "test cpu", Runtime: "CUDA", Platform: "Linux-test", Hostname: "test"}
 	timeoutJob := example(t, "vectoradd", "hang", payload.ModeTest)
-	timeoutJob.TestTimeout = 3
+	// Long enough for python to start and print its first line on a
+	// loaded CI machine (at 3 s, under a load average of 20, it sometimes
+	// had not, and stdout differed); the golden file records it.
+	timeoutJob.TestTimeout = 8
 	noMain := example(t, "identity", "submission", payload.ModeTest)
 	noMain.Main = ""
 	compileError := cuJob(payload.ModeLeaderboard)
