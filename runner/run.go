@@ -140,24 +140,6 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	return out, runErr
 }
 
-// ExitCode maps a Run failure to the exit-code table (docs/formats.md#exit-codes).
-func ExitCode(err error) int {
-	if err == nil {
-		return exitcode.OK
-	}
-	switch FaultOf(err) {
-	case FaultUsage:
-		return exitcode.Usage
-	case FaultJob:
-		return exitcode.BadJob
-	case FaultMachine:
-		return exitcode.TempFail
-	case FaultCanceled:
-		return exitcode.Canceled
-	}
-	return exitcode.Failure
-}
-
 // job reads the job and refuses a step re-routed to another queue (where
 // no sandbox in front has checked already).
 func (o RunOptions) job() (*payload.Input, error) {

@@ -2,18 +2,15 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/shellquote"
-	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -56,60 +53,6 @@ type Options struct {
 type NoiseObserver interface {
 	Begin(run string)
 	End(run string)
-}
-
-// Fault says whose fault a runner failure is; the CLI turns it into an
-// exit code the retry rules understand.
-type Fault int
-
-const (
-	// FaultInternal: a bug or an unexpected error in the runner.
-	FaultInternal Fault = iota
-	// FaultJob: the job cannot run anywhere (bad payload, missing include
-	// directory). Never retried.
-	FaultJob
-	// FaultMachine: this machine cannot run it (no GPU visible, GPU
-	// runtime failure, disk full, missing interpreter). Retried elsewhere.
-	FaultMachine
-	// FaultCanceled: the runner was told to stop (SIGTERM).
-	FaultCanceled
-	// FaultUsage: the caller's options are wrong (an unreadable job or
-	// --system file); nothing about the job or the machine is known.
-	FaultUsage
-)
-
-// Error is a runner failure with its fault.
-type Error struct {
-	Fault Fault
-	Err   error
-}
-
-func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-// FaultOf classifies err: job errors, jobsource usage errors, ENOSPC and
-// *Error are recognised.
-func FaultOf(err error) Fault {
-	var re *Error
-	switch {
-	case errors.As(err, &re):
-		return re.Fault
-	case jobsource.IsUsage(err):
-		return FaultUsage
-	case payload.IsJobError(err):
-		return FaultJob
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return FaultMachine
-	}
-	return FaultInternal
-}
-
-func usageFault(format string, args ...any) error {
-	return &Error{Fault: FaultUsage, Err: fmt.Errorf(format, args...)}
-}
-
-func machineFault(format string, args ...any) error {
-	return &Error{Fault: FaultMachine, Err: fmt.Errorf(format, args...)}
 }
 
 // Evaluate runs cfg as Kernelbot's run_config does and returns the

@@ -1,0 +1,83 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/jobsource"
+	"github.com/gpu-mode/kbgen/payload"
+)
+
+// Fault says whose fault a runner failure is; the CLI turns it into an
+// exit code the retry rules understand.
+type Fault int
+
+const (
+	// FaultInternal: a bug or an unexpected error in the runner.
+	FaultInternal Fault = iota
+	// FaultJob: the job cannot run anywhere (bad payload, missing include
+	// directory). Never retried.
+	FaultJob
+	// FaultMachine: this machine cannot run it (no GPU visible, GPU
+	// runtime failure, disk full, missing interpreter). Retried elsewhere.
+	FaultMachine
+	// FaultCanceled: the runner was told to stop (SIGTERM).
+	FaultCanceled
+	// FaultUsage: the caller's options are wrong (an unreadable job or
+	// --system file); nothing about the job or the machine is known.
+	FaultUsage
+)
+
+// Error is a runner failure with its fault.
+type Error struct {
+	Fault Fault
+	Err   error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// FaultOf classifies err: job errors, jobsource usage errors, ENOSPC and
+// *Error are recognised.
+func FaultOf(err error) Fault {
+	var re *Error
+	switch {
+	case errors.As(err, &re):
+		return re.Fault
+	case jobsource.IsUsage(err):
+		return FaultUsage
+	case payload.IsJobError(err):
+		return FaultJob
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return FaultMachine
+	}
+	return FaultInternal
+}
+
+func usageFault(format string, args ...any) error {
+	return &Error{Fault: FaultUsage, Err: fmt.Errorf(format, args...)}
+}
+
+func machineFault(format string, args ...any) error {
+	return &Error{Fault: FaultMachine, Err: fmt.Errorf(format, args...)}
+}
+
+// ExitCode maps a Run failure to the exit-code table (docs/formats.md#exit-codes).
+func ExitCode(err error) int {
+	if err == nil {
+		return exitcode.OK
+	}
+	switch FaultOf(err) {
+	case FaultUsage:
+		return exitcode.Usage
+	case FaultJob:
+		return exitcode.BadJob
+	case FaultMachine:
+		return exitcode.TempFail
+	case FaultCanceled:
+		return exitcode.Canceled
+	}
+	return exitcode.Failure
+}
