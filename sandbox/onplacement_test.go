@@ -12,6 +12,7 @@ import (
 // one-GPU step's placement (the agent's cpuset, memory and GPU) and
 // no job's env; what the sandbox refuses for a step it refuses for them.
 func TestOnPlacement(t *testing.T) {
+	t.Parallel()
 	host := fakeHost(t, nil)
 	tests := []struct {
 		name    string
@@ -29,6 +30,7 @@ func TestOnPlacement(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			env := nvidiaPlacementEnv()
 			if tt.env != nil {
 				tt.env(env)
