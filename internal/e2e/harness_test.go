@@ -67,6 +67,7 @@ type harness struct {
 	vendors     string
 	privKey     string
 	srv         *fakebuildkite.Server
+	fixture     *nodeFixture
 	node        []NodeAgent
 	gpus        []*Agent
 	control     *Agent
@@ -80,6 +81,49 @@ type harnessOpts struct {
 	noAgents             bool // render the node, start no agent
 	// rewriteUpload plays a compromised Buildkite (fakebuildkite.Options).
 	rewriteUpload func([]byte) []byte
+	// node is the machine and registry; nil is l40sNode.
+	node *nodeFixture
+}
+
+// nodeFixture is the machine `kbgen node install` renders, and the
+// registry its queues come from.
+type nodeFixture struct {
+	queue string // the node's one-GPU queue (--queue)
+	// install writes the machine's files under h.dir and returns node
+	// install's arguments for them (sysfs, tool outputs, shapes, reserve).
+	install func(h *harness) []string
+	// vendors is the registry of the test, given the image and the eval
+	// step's max-minutes.
+	vendors func(image string, maxMinutes int) string
+	// agentEnv is added to each node agent's env after the defaults (so
+	// it may override them: the last value of a name wins).
+	agentEnv func(h *harness, na NodeAgent) []string
+	// placement, NAME=value, overrides what the agent's environment hook
+	// exports (the hook runs in every job, after the agent's env).
+	placement func(na NodeAgent) []string
+}
+
+// l40sNode is the default node: two L40S "GPUs" on CPU 0 and CPU 1 (see
+// writeMachine), one queue.
+var l40sNode = &nodeFixture{
+	queue: vendorQueue,
+	install: func(h *harness) []string {
+		h.writeMachine()
+		return []string{"--sysfs", filepath.Join(h.dir, "sys"), "--nvidia-smi", filepath.Join(h.dir, "nvidia-smi.csv"),
+			"--reserve-cores", "0", "--reserve-memory", "1g"}
+	},
+	vendors: func(image string, maxMinutes int) string {
+		return fmt.Sprintf(`vendors:
+  - queue: %s
+    donor: NVIDIA
+    gpu: L40S
+    runtime: nvidia
+    arch: "89"
+    image: %s
+    resources: {gpus: 1, cpus: 1, memory: 1g, shm-size: 64m, pids-limit: 512}
+    timeouts: {startup-minutes: 5, max-minutes: %d}
+`, vendorQueue, image, maxMinutes)
+	},
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -100,36 +144,31 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	must(t, os.Symlink(agentBin, filepath.Join(h.bin, "buildkite-agent")))
 	h.kbgen = filepath.Join(h.bin, "kbgen")
 
-	h.writeMachine()
+	if o.node == nil {
+		o.node = l40sNode
+	}
+	h.fixture = o.node
 	h.privKey = filepath.Join(h.dir, "signing-key.json")
 	pub := filepath.Join(h.dir, "kernelbot.jwks")
 	h.run(nil, "keygen", "--private-out", h.privKey, "--public-out", pub)
 	token := filepath.Join(h.dir, "agent-token")
 	must(t, os.WriteFile(token, []byte(fakebuildkite.DefaultAgentToken+"\n"), 0o600))
 	h.root = filepath.Join(h.dir, "root")
-	h.run(nil, "node", "install", "--root", h.root, "--queue", vendorQueue,
-		"--sysfs", filepath.Join(h.dir, "sys"), "--nvidia-smi", filepath.Join(h.dir, "nvidia-smi.csv"),
-		"--reserve-cores", "0", "--reserve-memory", "1g",
-		"--plugin", filepath.Join(srcRoot(t), ".buildkite", "plugins", "gpu-docker"),
-		"--verification-key", pub, "--agent-binary", agentBin, "--kbgen-path", h.kbgen, "--token-file", token)
-	if h.node, err = ReadNode(h.root); err != nil {
-		t.Fatal(err)
-	}
-
 	if o.vendorTimeoutMinutes == 0 {
 		o.vendorTimeoutMinutes = 10
 	}
 	h.vendors = filepath.Join(h.dir, "vendors.yaml")
-	must(t, os.WriteFile(h.vendors, fmt.Appendf(nil, `vendors:
-  - queue: %s
-    donor: NVIDIA
-    gpu: L40S
-    runtime: nvidia
-    arch: "89"
-    image: %s
-    resources: {gpus: 1, cpus: 1, memory: 1g, shm-size: 64m, pids-limit: 512}
-    timeouts: {startup-minutes: 5, max-minutes: %d}
-`, vendorQueue, h.image, o.vendorTimeoutMinutes), 0o644))
+	must(t, os.WriteFile(h.vendors, []byte(o.node.vendors(h.image, o.vendorTimeoutMinutes)), 0o644))
+	install := append([]string{"node", "install", "--root", h.root, "--queue", o.node.queue}, o.node.install(h)...)
+	install = append(install, "--plugin", filepath.Join(srcRoot(t), ".buildkite", "plugins", "gpu-docker"),
+		"--verification-key", pub, "--agent-binary", agentBin, "--kbgen-path", h.kbgen, "--token-file", token)
+	// The registry names the node's shapes (--shape).
+	if r := h.run([]string{"KBGEN_VENDORS=" + h.vendors}, install...); r.code != 0 {
+		t.Fatalf("kbgen node install: exit %d\n%s", r.code, r.stderr)
+	}
+	if h.node, err = ReadNode(h.root); err != nil {
+		t.Fatal(err)
+	}
 	// The control agent as kbgen node install --control sets it up: its
 	// hooks give the bootstrap the key and the registry, and skip the
 	// checkout.
@@ -227,7 +266,19 @@ func (h *harness) startGPU(i int, name string) *Agent {
 	dir := filepath.Join(h.dir, "agents", name)
 	cfg, err := na.Prepare(h.root, dir)
 	must(h.t, err)
+	if h.fixture.placement != nil {
+		hook, err := os.OpenFile(filepath.Join(dir, "hooks", "environment"), os.O_APPEND|os.O_WRONLY, 0)
+		must(h.t, err)
+		for _, kv := range h.fixture.placement(na) {
+			_, err = fmt.Fprintf(hook, "export %s\n", kv)
+			must(h.t, err)
+		}
+		must(h.t, hook.Close())
+	}
 	env := append(append([]string{}, na.Env...), h.path(), "HOME="+dir, "KBGEN_SANDBOX_NO_GPU=1")
+	if h.fixture.agentEnv != nil {
+		env = append(env, h.fixture.agentEnv(h, na)...)
+	}
 	a, err := StartAgent(AgentSpec{Binary: h.agentBin, Name: name, Endpoint: h.srv.AgentEndpoint(), Token: h.srv.AgentToken(),
 		Config: cfg, Dir: dir, Env: env})
 	must(h.t, err)
