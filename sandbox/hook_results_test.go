@@ -1,10 +1,12 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,8 +96,8 @@ func TestHookRemovesResultsDir(t *testing.T) {
 }
 
 // TestBootstrapKilledJobResultsRemovedByNext: through the real agent's
-// bootstrap, a job SIGKILLed with its process group (no trap runs) leaves
-// its results directory; the same agent's next job removes it.
+// bootstrap, a job SIGKILLed whole (no trap runs) leaves its results
+// directory; the same agent's next job removes it.
 func TestBootstrapKilledJobResultsRemovedByNext(t *testing.T) {
 	image := testimage.Busybox(t)
 	j := newAgentJob(t, image, smallConfig(), "sleep 300")
@@ -119,7 +121,7 @@ func TestBootstrapKilledJobResultsRemovedByNext(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	killTree(cmd.Process.Pid)
 	_ = cmd.Wait()
 	left := resultDirs(t, base)
 	if len(left) != 1 {
@@ -135,5 +137,33 @@ func TestBootstrapKilledJobResultsRemovedByNext(t *testing.T) {
 	}
 	if !strings.Contains(j.output, "removed "+left[0]+", left by a killed job") {
 		t.Errorf("the next job did not say it removed %s:\n%s", left[0], tail(j.output, 20))
+	}
+}
+
+// killTree SIGKILLs a process and every descendant. The bootstrap starts
+// each hook in a process group of its own, so a kill of the bootstrap's
+// group alone left the hook running: it died later of a broken pipe, ran
+// its EXIT trap and removed the directory itself, racing the next job
+// (which then had nothing to remove and said nothing). The tree is
+// stopped first so that nothing forks while it is walked.
+func killTree(pid int) {
+	var all []int
+	var walk func(int)
+	walk = func(p int) {
+		_ = syscall.Kill(p, syscall.SIGSTOP)
+		all = append(all, p)
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			for _, c := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(c); err == nil {
+					walk(n)
+				}
+			}
+		}
+	}
+	walk(pid)
+	for _, p := range all {
+		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
 }
