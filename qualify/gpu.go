@@ -44,8 +44,10 @@ type GPUResult struct {
 	QuietMeanMS  float64  `json:"quiet_mean_ms"`
 	LoadedMeanMS *float64 `json:"loaded_mean_ms"`
 	NoiseSources []string `json:"noise_sources"`
-	Verdict      Verdict  `json:"verdict"`
-	Why          []string `json:"why,omitempty"`
+	// P2P is a multi-GPU agent's peer-to-peer check (p2p.go).
+	P2P     *P2PResult `json:"p2p,omitempty"`
+	Verdict Verdict    `json:"verdict"`
+	Why     []string   `json:"why,omitempty"`
 }
 
 type gpuCalibration struct {
@@ -189,6 +191,10 @@ func (o *Options) qualifyGPU(ctx context.Context, agents []node.Agent, i int) *G
 	}
 	if s := res.ShiftPercent; s != nil && (*s > o.MaxShift || *s < -o.MaxShift) {
 		res.Why = append(res.Why, fmt.Sprintf("GPU shift under load %+.2f %% beyond ±%g %%", *s, o.MaxShift))
+	}
+	if len(a.GPUs) > 1 {
+		res.P2P = o.qualifyP2P(ctx, a)
+		res.Why = append(res.Why, res.P2P.Why...)
 	}
 	res.Verdict = verdictOf(res.Why)
 	return res

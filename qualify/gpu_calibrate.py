@@ -9,6 +9,10 @@
 #       A second of matmuls first brings the GPU up from idle clocks; each
 #       window is followed by as long idle (half duty, under the power cap).
 #   load SECONDS SIZE          -> matmuls until SECONDS pass
+#   p2p MIB REPS               -> one JSON line {"pairs": [{"from": i, "to": j,
+#       "peer": bool, "gbps": x}, ...]}: every ordered pair of the visible
+#       GPUs (a multi-GPU agent's set), the best of REPS copies of MIB MiB
+#       from i to j; peer is whether the runtime reports peer access.
 import json
 import sys
 import time
@@ -16,11 +20,37 @@ import time
 import torch
 
 
+def p2p(mib, reps):
+    n = torch.cuda.device_count()
+    pairs = []
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            src = torch.empty(mib << 20, dtype=torch.uint8, device=torch.device("cuda", i))
+            dst = torch.empty(mib << 20, dtype=torch.uint8, device=torch.device("cuda", j))
+            best = 0.0
+            for _ in range(reps + 1):  # the first copy sets up the path
+                torch.cuda.synchronize(i)
+                torch.cuda.synchronize(j)
+                t0 = time.perf_counter()
+                dst.copy_(src)
+                torch.cuda.synchronize(i)
+                torch.cuda.synchronize(j)
+                best = max(best, (mib << 20) / (time.perf_counter() - t0) / 1e9)
+            pairs.append({"from": i, "to": j, "peer": torch.cuda.can_device_access_peer(i, j), "gbps": best})
+            del src, dst
+    print(json.dumps({"pairs": pairs}))
+
+
 def main():
     mode = sys.argv[1]
     if not torch.cuda.is_available():
         print("torch sees no GPU", file=sys.stderr)
         sys.exit(75)
+    if mode == "p2p":
+        p2p(int(sys.argv[2]), int(sys.argv[3]))
+        return
     dev = torch.device("cuda", 0)
     size = int(sys.argv[-1])
     a = torch.randn(size, size, device=dev, dtype=torch.float16)
