@@ -44,10 +44,12 @@ type GPUResult struct {
 	QuietMeanMS  float64  `json:"quiet_mean_ms"`
 	LoadedMeanMS *float64 `json:"loaded_mean_ms"`
 	NoiseSources []string `json:"noise_sources"`
-	// P2P is a multi-GPU agent's peer-to-peer check (p2p.go).
-	P2P     *P2PResult `json:"p2p,omitempty"`
-	Verdict Verdict    `json:"verdict"`
-	Why     []string   `json:"why,omitempty"`
+	// Set is a multi-GPU agent's other GPUs, each measured as the first
+	// (Device to Why); P2P its peer-to-peer check (p2p.go).
+	Set     []*GPUResult `json:"set,omitempty"`
+	P2P     *P2PResult   `json:"p2p,omitempty"`
+	Verdict Verdict      `json:"verdict"`
+	Why     []string     `json:"why,omitempty"`
 }
 
 type gpuCalibration struct {
@@ -130,11 +132,58 @@ func (g *GPURunner) startLoad(a node.Agent, d time.Duration) (func(), error) {
 	return func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }, nil
 }
 
-// qualifyGPU measures agents[i]'s GPU quiet and with every other GPU
-// busy, in alternating blocks (the loads started and stopped per block);
-// with no other GPU, quiet only.
+// qualifyGPU measures agents[i]'s GPU, or each GPU of a multi-GPU
+// agent's set, and adds a set's peer-to-peer check. The agent's result
+// is its first GPU's, with Set holding the others' and Why every
+// GPU's reasons.
 func (o *Options) qualifyGPU(ctx context.Context, agents []node.Agent, i int) *GPUResult {
 	a := agents[i]
+	others := loadTargets(agents, a)
+	res := o.calibrateGPU(ctx, a, others)
+	for _, g := range a.GPUs[min(1, len(a.GPUs)):] {
+		one := a
+		one.GPU = g
+		r := o.calibrateGPU(ctx, one, others)
+		res.Set = append(res.Set, r)
+		for _, why := range r.Why {
+			res.Why = append(res.Why, g.UUID+": "+why)
+		}
+	}
+	if len(a.GPUs) > 1 {
+		res.P2P = o.qualifyP2P(ctx, a)
+		res.Why = append(res.Why, res.P2P.Why...)
+	}
+	res.Verdict = verdictOf(res.Why)
+	return res
+}
+
+// loadTargets are one agent per GPU outside a's own GPUs: what the
+// loaded blocks keep busy. A node with multi-GPU agents has several
+// agents per GPU; loading one of a's own GPUs would measure a's own load.
+func loadTargets(agents []node.Agent, a node.Agent) []node.Agent {
+	seen := map[string]bool{}
+	for _, g := range append([]node.GPU{a.GPU}, a.GPUs...) {
+		seen[g.UUID] = true
+	}
+	var out []node.Agent
+	for _, other := range agents {
+		for _, g := range append([]node.GPU{other.GPU}, other.GPUs...) {
+			if g.UUID == "" || seen[g.UUID] {
+				continue
+			}
+			seen[g.UUID] = true
+			one := other
+			one.GPU, one.GPUs = g, nil
+			out = append(out, one)
+		}
+	}
+	return out
+}
+
+// calibrateGPU measures a.GPU quiet and with others busy, in alternating
+// blocks (the loads started and stopped per block); with no other GPU,
+// quiet only.
+func (o *Options) calibrateGPU(ctx context.Context, a node.Agent, others []node.Agent) *GPUResult {
 	res := &GPUResult{NoiseSources: []string{}}
 	fail := func(err error) *GPUResult {
 		res.Verdict, res.Why = Fail, []string{err.Error()}
@@ -143,18 +192,12 @@ func (o *Options) qualifyGPU(ctx context.Context, agents []node.Agent, i int) *G
 	if a.GPU.UUID == "" {
 		return fail(errors.New("the plan names no GPU UUID for this agent"))
 	}
-	var others []node.Agent
-	for j, other := range agents {
-		if j != i && other.GPU.UUID != "" {
-			others = append(others, other)
-		}
-	}
 	blocks, samples := GPUBlocks, o.Reps*4
 	if len(others) == 0 {
 		blocks = 1
-		res.LoadSkipped = "no other GPU on this node: nothing to load, so no shift is measured"
+		res.LoadSkipped = "no GPU on this node outside this agent's: nothing to load, so no shift is measured"
 	}
-	o.logf("%s: GPU calibration (%dx%d fp16 matmuls, %s per timed window), %d block(s), %d other GPUs loaded", a.ID, GPUMatrixSize, GPUMatrixSize, GPUWindow, blocks, len(others))
+	o.logf("%s: GPU calibration of %s (%dx%d fp16 matmuls, %s per timed window), %d block(s), %d other GPUs loaded", a.ID, a.GPU.UUID, GPUMatrixSize, GPUMatrixSize, GPUWindow, blocks, len(others))
 	var quiet, loaded []Run
 	var reasons []string
 	for b := range blocks {
@@ -191,10 +234,6 @@ func (o *Options) qualifyGPU(ctx context.Context, agents []node.Agent, i int) *G
 	}
 	if s := res.ShiftPercent; s != nil && (*s > o.MaxShift || *s < -o.MaxShift) {
 		res.Why = append(res.Why, fmt.Sprintf("GPU shift under load %+.2f %% beyond ±%g %%", *s, o.MaxShift))
-	}
-	if len(a.GPUs) > 1 {
-		res.P2P = o.qualifyP2P(ctx, a)
-		res.Why = append(res.Why, res.P2P.Why...)
 	}
 	res.Verdict = verdictOf(res.Why)
 	return res

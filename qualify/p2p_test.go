@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpu-mode/kbgen/node"
 )
@@ -124,5 +125,69 @@ echo '{"device": "Stand-in GPU", "matmuls_per_sample": 50, "runs": [{"mean_ms": 
 	seen, _ := os.ReadFile(dir + "/p2p")
 	if want := "GPU-00000000-0000-0000-0000-000000000000,GPU-11111111-1111-1111-1111-111111111111 0,1 256 5\n"; string(seen) != want {
 		t.Errorf("p2p ran with %q; want the whole set visible and MIB REPS: %q", seen, want)
+	}
+}
+
+// TestGPUPartSharedGPUs: on a node whose GPUs have a one-GPU agent each
+// and a two-GPU agent over both, every GPU of the set is calibrated, and
+// a loaded block never loads a GPU of the agent being measured (the
+// other agents of its own GPUs). A stand-in python3 logs each call with
+// the GPU it was given.
+func TestGPUPartSharedGPUs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	py := dir + "/python3"
+	script := `#!/bin/sh
+shift 2
+echo "$1 $CUDA_VISIBLE_DEVICES" >> "` + dir + `/calls"
+case "$1" in
+load) exec sleep "$2" ;;
+p2p) echo '{"pairs": [{"from": 0, "to": 1, "peer": true, "gbps": 380}, {"from": 1, "to": 0, "peer": true, "gbps": 380}]}' ;;
+*) echo '{"device": "Stand-in GPU", "matmuls_per_sample": 50, "runs": [{"mean_ms": 1.0}, {"mean_ms": 1.0}]}' ;;
+esac
+`
+	if err := os.WriteFile(py, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g0, g1 := node.GPU{Index: 0, UUID: "GPU-0"}, node.GPU{Index: 1, UUID: "GPU-1"}
+	plan := &node.Plan{Runtime: "nvidia", HostCPUs: "0", CgroupVersion: 1, Agents: []node.Agent{
+		{ID: "gpu0", GPU: g0, CPUSet: "1", Mems: "0", Memory: "1g"},
+		{ID: "gpu1", GPU: g1, CPUSet: "2", Mems: "0", Memory: "1g"},
+		{ID: "gpux2-0", GPU: g0, GPUs: []node.GPU{g0, g1}, Link: "NVLink/NVSwitch (NV18)", CPUSet: "1-2", Mems: "0", Memory: "1g", Queue: "nvidia-h100x2"},
+	}}
+	flat := []float64{10, 10}
+	f := &fakeLauncher{quiet: map[string][]float64{"gpu0": flat, "gpu1": flat, "gpux2-0": flat}, loaded: map[string][]float64{"gpu0": flat, "gpu1": flat, "gpux2-0": flat}}
+	r, err := Qualify(context.Background(), Options{Plan: plan, Launcher: f, Iterations: 1, Settle: 50 * time.Millisecond, GPU: &GPURunner{Python: py, Env: []string{"PATH=/usr/bin:/bin"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := r.Agents[2].GPU
+	if shape == nil || len(shape.Set) != 1 || shape.LoadSkipped == "" || shape.P2P == nil || shape.Verdict != Pass {
+		t.Fatalf("two-GPU agent's GPU part = %+v: want its second GPU in Set, no load (no GPU outside its set), p2p, pass", shape)
+	}
+	data, err := os.ReadFile(dir + "/calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each calibrate's loads are the load lines since the one before.
+	var loads []string
+	calibrated := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		mode, gpu, _ := strings.Cut(line, " ")
+		switch mode {
+		case "load":
+			loads = append(loads, gpu)
+		case "calibrate":
+			if slices.Contains(loads, gpu) {
+				t.Errorf("GPU %s calibrated while a load ran on it (loads %v)", gpu, loads)
+			}
+			calibrated[gpu]++
+			loads = nil
+		}
+	}
+	// gpu0 and gpu1: a quiet and a loaded block each, twice; gpux2-0: one
+	// quiet block on each GPU of its set.
+	if calibrated["GPU-0"] != 2*GPUBlocks+1 || calibrated["GPU-1"] != 2*GPUBlocks+1 {
+		t.Errorf("calibrations per GPU %v; want %d each", calibrated, 2*GPUBlocks+1)
 	}
 }
