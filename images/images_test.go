@@ -220,9 +220,18 @@ func bridgeGateway(t *testing.T) string {
 const proxyPort = "38471"
 
 // moduleProxy serves this machine's module cache as a GOPROXY on host, so
-// the Go stage's `go mod download` runs as written, offline.
+// the Go stage's `go mod download` runs as written, offline. The cache is
+// filled first with every module of go.mod's graph: `go build` and `go
+// test` fetch only the packages they compile, and on a fresh machine the
+// image's `go mod download` then asked for a .mod file nobody had fetched
+// (jwx's secp256k1: 404).
 func moduleProxy(t *testing.T, host string) string {
 	t.Helper()
+	download := exec.Command("go", "mod", "download")
+	download.Dir = ".."
+	if out, err := download.CombinedOutput(); err != nil {
+		t.Fatalf("go mod download (to fill the module cache the image build is served from): %v\n%s", err, out)
+	}
 	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
 		t.Fatal(err)
