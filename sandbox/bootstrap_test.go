@@ -396,17 +396,7 @@ done
 printf '[core]\n\tfsmonitor = touch ` + pwned + `-fsmonitor\n' > $o/.git/config
 echo '` + forgedPass + `' > $o/result.json
 `
-	job, err := json.Marshal(map[string]any{
-		"lang": "py", "mode": "test", "main": "eval.py", "tests": []map[string]any{{"n": 1}},
-		"sources": map[string]string{"submission.py": submission, "eval.py": "exit 0\n"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := payload.Encode(job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := encodedPyJob(t, submission, "exit 0\n")
 	for k, v := range payload.SplitEnv(enc) {
 		j.env[k] = v
 	}

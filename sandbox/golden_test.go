@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/golden"
-	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -66,15 +65,7 @@ func TestGoldenArgv(t *testing.T) {
 			seen[name] = true
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				job, err := pipelinegen.ExampleJobFor(v, v.PreferMode(payload.ModeLeaderboard))
-				if err != nil {
-					t.Fatal(err)
-				}
-				p, err := pipelinegen.Generate(pipelinegen.Job{Input: job, Queue: v.Queue, RunID: "run-42"}, v, pipelinegen.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				step := p.Steps[0].(*pipeline.CommandStep)
+				step := exampleEvalStep(t, v)
 				env := agentEnv(t, step, pl.env)
 				got := "# " + v.Queue + " on " + pl.name + ": kbgen sandbox --dry-run -- " + step.Command + "\n" + planText(env, host)
 				checkGolden(t, filepath.Join(dir, name), got)
@@ -161,15 +152,7 @@ func checkGolden(t *testing.T, path, got string) {
 // first on PATH, the build path under /workspace, the token).
 func podPlanText(t *testing.T, v *pipelinegen.Vendor, host Host) string {
 	t.Helper()
-	job, err := pipelinegen.ExampleJobFor(v, v.PreferMode(payload.ModeLeaderboard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pipelinegen.Generate(pipelinegen.Job{Input: job, Queue: v.Queue, RunID: "run-42"}, v, pipelinegen.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := agentEnv(t, p.Steps[0].(*pipeline.CommandStep), map[string]string{
+	env := agentEnv(t, exampleEvalStep(t, v), map[string]string{
 		"PATH":                         steps.KubernetesWorkspace + ":/opt/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"VIRTUAL_ENV":                  "/opt/venv",
 		"PYTHONUNBUFFERED":             "1",

@@ -1,13 +1,17 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
+	"github.com/buildkite/go-pipeline"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/cpulist"
+	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/seal"
 )
 
@@ -74,4 +78,39 @@ func sealing(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	touch(t, dir, "sealer", self)
+}
+
+// encodedPyJob is the encoded payload of a test-mode Python job of one
+// case: submission.py and the harness eval.py as given. The attack tests
+// run the submission's own code as the "kernel" under a harness that does
+// nothing ("exit 0").
+func encodedPyJob(t *testing.T, submission, harness string) string {
+	t.Helper()
+	job, err := json.Marshal(map[string]any{
+		"lang": "py", "mode": "test", "main": "eval.py", "tests": []map[string]any{{"n": 1}},
+		"sources": map[string]string{"submission.py": submission, "eval.py": harness},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := payload.Encode(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc
+}
+
+// exampleEvalStep is the eval step the generator makes for a vendor's
+// built-in example job (its leaderboard mode where the queue allows it).
+func exampleEvalStep(t *testing.T, v *pipelinegen.Vendor) *pipeline.CommandStep {
+	t.Helper()
+	job, err := pipelinegen.ExampleJobFor(v, v.PreferMode(payload.ModeLeaderboard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipelinegen.Generate(pipelinegen.Job{Input: job, Queue: v.Queue, RunID: "run-42"}, v, pipelinegen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Steps[0].(*pipeline.CommandStep)
 }

@@ -65,17 +65,7 @@ func runHostileJob(t *testing.T, h hostileJob) hostileRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := json.Marshal(map[string]any{
-		"lang": "py", "mode": "test", "main": "eval.py", "tests": []map[string]any{{"n": 1}},
-		"sources": map[string]string{"submission.py": submission, "eval.py": h.main},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := payload.Encode(job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := encodedPyJob(t, submission, h.main)
 	stage := t.TempDir()
 	env := map[string]string{
 		"BUILDKITE_PLUGINS": string(cfg),

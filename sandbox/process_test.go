@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
-	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -114,17 +112,7 @@ type processResult struct {
 // submission has written "started" to its facts.
 func (p processPod) run(t *testing.T, submission string, cancel bool) processResult {
 	t.Helper()
-	job, err := json.Marshal(map[string]any{
-		"lang": "py", "mode": "test", "main": "eval.py", "tests": []map[string]any{{"n": 1}},
-		"sources": map[string]string{"submission.py": submission, "eval.py": "exit 0\n"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := payload.Encode(job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := encodedPyJob(t, submission, "exit 0\n")
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
 	user := strconv.Itoa(p.uid) + ":" + strconv.Itoa(p.uid)
@@ -153,7 +141,7 @@ func (p processPod) run(t *testing.T, submission string, cancel bool) processRes
 			}
 		}()
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	r := processResult{log: out.String(), facts: map[string]string{}}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
