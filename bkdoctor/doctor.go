@@ -13,7 +13,7 @@ import (
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // Level is a check's verdict.
@@ -46,7 +46,7 @@ type Check struct {
 // Config is what doctor reads and compares against.
 type Config struct {
 	Client   *client.Client
-	Registry *pipelinegen.Registry
+	Registry *registry.Registry
 	// ControlQueue is the control agents' queue; default
 	// contract.ControlQueue.
 	ControlQueue string

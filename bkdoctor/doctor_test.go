@@ -11,7 +11,7 @@ import (
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // documented sets the stand-in up as docs/buildkite-setup.md says: the
@@ -220,7 +220,7 @@ func steps(f *fakebuildkite.Server, yaml string) {
 
 func config(t *testing.T, f *fakebuildkite.Server, token, pipeline string) Config {
 	t.Helper()
-	reg, err := pipelinegen.LoadRegistry(filepath.Join("testdata", "vendors.yaml"))
+	reg, err := registry.Load(filepath.Join("testdata", "vendors.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // TestK8sValues keeps the agent-stack-k8s example pointed at a queue the
@@ -39,7 +39,7 @@ func TestK8sValues(t *testing.T) {
 	if v.Config.AgentConfig["verification-failure-behavior"] != "block" || v.Config.AgentConfig["verification-jwks-file"] == nil {
 		t.Errorf("signed-pipeline verification not configured: %v", v.Config.AgentConfig)
 	}
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestK8sValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vendor.Backend != pipelinegen.BackendKubernetes {
+	if vendor.Backend != registry.BackendKubernetes {
 		t.Errorf("queue %s has backend %q in the registry, want kubernetes", queues[0], vendor.Backend)
 	}
 

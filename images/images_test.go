@@ -15,7 +15,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/testimage"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
@@ -144,7 +144,7 @@ func TestDockerignore(t *testing.T) {
 // fine: it is a build of that ref).
 func TestRegistryImagesHaveDockerfiles(t *testing.T) {
 	t.Parallel()
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}

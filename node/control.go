@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -71,7 +71,7 @@ func RenderControl(opts ControlOptions) ([]File, error) {
 		SigningKeyFile: SigningKeyFile, EnvSigningKey: contract.EnvSigningKey, EnvVendors: contract.EnvVendors}
 	var files []File
 	if opts.Vendors != nil {
-		if _, err := pipelinegen.ParseRegistry(opts.Vendors); err != nil {
+		if _, err := registry.Parse(opts.Vendors); err != nil {
 			return nil, fmt.Errorf("vendor registry: %w", err)
 		}
 		d.VendorsFile = ControlVendorsFile

@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -110,7 +110,7 @@ func (d *Doctor) checkControlVendors() Check {
 	if err != nil {
 		return fail(name, "%v", err)
 	}
-	reg, err := pipelinegen.ParseRegistry(data)
+	reg, err := registry.Parse(data)
 	if err != nil {
 		return fail(name, "%s: %v", ControlVendorsFile, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // JobEnv is what the gpu-docker hook sees besides the placement when an
@@ -24,7 +25,7 @@ import (
 // The step is the one the generator makes (pipelinegen.PlanEval), so its
 // image and limits are the registry's. A plan with no queue, or a queue the
 // registry does not know, has no step to reproduce.
-func JobEnv(p *Plan, reg *pipelinegen.Registry) ([]EnvVar, error) {
+func JobEnv(p *Plan, reg *registry.Registry) ([]EnvVar, error) {
 	if p.Queue == "" {
 		return nil, fmt.Errorf("the plan has no queue, so there is no step to reproduce: pass --queue, or install the node first (kbgen node install)")
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
@@ -15,7 +15,7 @@ import (
 // registry lacks, is said plainly.
 func TestJobEnvReproducesAStep(t *testing.T) {
 	t.Parallel()
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/payload"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // QueueMismatchError is a queue this node's agents must not serve: its
@@ -23,12 +23,12 @@ func (e *QueueMismatchError) Error() string { return e.Msg }
 // canonical queue ("nvidia-h100"), with a note: steps target the canonical
 // name (pipelinegen.PlanEval), so agents tagged with an alias would never
 // get a job. A plan with no queue passes.
-func CheckQueue(p *Plan, reg *pipelinegen.Registry) error {
+func CheckQueue(p *Plan, reg *registry.Registry) error {
 	if p.Queue == "" {
 		return nil
 	}
 	v, err := reg.Lookup(p.Queue)
-	if errors.As(err, new(*pipelinegen.UnknownQueueError)) {
+	if errors.As(err, new(*registry.UnknownQueueError)) {
 		p.Notes = append(p.Notes, fmt.Sprintf("queue %q is not in the vendor registry; add it there before jobs are routed to it", p.Queue))
 		return nil
 	}
@@ -39,7 +39,7 @@ func CheckQueue(p *Plan, reg *pipelinegen.Registry) error {
 		p.Notes = append(p.Notes, fmt.Sprintf("queue %q is an alias of %q, the name steps are routed to: the agents are tagged queue=%s", p.Queue, v.Queue, v.Queue))
 		p.Queue = v.Queue
 	}
-	if v.Backend == pipelinegen.BackendKubernetes {
+	if v.Backend == registry.BackendKubernetes {
 		return &QueueMismatchError{Msg: fmt.Sprintf("queue %q runs on Kubernetes (agent-stack-k8s), not on agents installed here: see deployment/k8s and docs/vendor-onboarding.md#kubernetes", p.Queue)}
 	}
 	if v.Runtime != p.Runtime {
@@ -54,7 +54,7 @@ func CheckQueue(p *Plan, reg *pipelinegen.Registry) error {
 // the same shape, and the sandbox takes the first whole cores of the
 // agent's cpuset (the sandbox's pickCPUs). A step asking for more than the
 // agent owns is refused, so that is said too.
-func stepCPUsNote(p *Plan, v *pipelinegen.Vendor) string {
+func stepCPUsNote(p *Plan, v *registry.Vendor) string {
 	least := 0
 	for i, a := range p.Agents {
 		if i == 0 || a.CPUs < least {
@@ -77,7 +77,7 @@ func stepCPUsNote(p *Plan, v *pipelinegen.Vendor) string {
 // QueueImage is the runner image of p's queue in the registry, or "" when
 // the plan names no queue or the registry does not know it: the image
 // doctor's isolation probe runs unless one is given.
-func QueueImage(p *Plan, reg *pipelinegen.Registry) string {
+func QueueImage(p *Plan, reg *registry.Registry) string {
 	if p == nil || p.Queue == "" {
 		return ""
 	}
@@ -91,14 +91,14 @@ func QueueImage(p *Plan, reg *pipelinegen.Registry) string {
 // ResolveShapes turns the --shape queue names (or aliases) into shapes:
 // each must be a multi-GPU docker queue of the registry (pipelinegen:
 // resources.gpus > 1), so its agents take exactly the steps it sends.
-func ResolveShapes(reg *pipelinegen.Registry, names []string) ([]Shape, error) {
+func ResolveShapes(reg *registry.Registry, names []string) ([]Shape, error) {
 	var shapes []Shape
 	for _, n := range names {
 		v, err := reg.Lookup(n)
 		if err != nil {
 			return nil, err
 		}
-		if !v.MultiGPU() || v.Backend == pipelinegen.BackendKubernetes {
+		if !v.MultiGPU() || v.Backend == registry.BackendKubernetes {
 			return nil, &QueueMismatchError{Msg: fmt.Sprintf("--shape %s: queue %q is not a multi-GPU queue of agents installed here (it gives each step %d GPU(s), backend %q); e.g. nvidia-h100x8", n, v.Queue, v.Resources.GPUs, v.Backend)}
 		}
 		shapes = append(shapes, Shape{Queue: v.Queue, GPUs: v.Resources.GPUs})
@@ -109,7 +109,7 @@ func ResolveShapes(reg *pipelinegen.Registry, names []string) ([]Shape, error) {
 // CheckAgentQueues checks the queues of the plan's shape and MIG agents
 // against the registry as CheckQueue checks the plan's: the runtime must
 // be the node's; a MIG queue must not run ranked modes.
-func CheckAgentQueues(p *Plan, reg *pipelinegen.Registry) error {
+func CheckAgentQueues(p *Plan, reg *registry.Registry) error {
 	for _, a := range p.Agents {
 		if a.Queue == "" {
 			continue

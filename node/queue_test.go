@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 func TestCheckQueue(t *testing.T) {
 	t.Parallel()
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestCheckQueue(t *testing.T) {
 // vendor file (--vendors, KBGEN_VENDORS) is honoured, not the built-in one.
 func TestQueueImage(t *testing.T) {
 	t.Parallel()
-	builtin, err := pipelinegen.LoadRegistry("")
+	builtin, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestQueueImage(t *testing.T) {
 
 func TestResolveShapes(t *testing.T) {
 	t.Parallel()
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestResolveShapes(t *testing.T) {
 
 func TestCheckAgentQueues(t *testing.T) {
 	t.Parallel()
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}

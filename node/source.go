@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/size"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // Source is the machine a plan is made for (this one, or fixture files)
@@ -76,8 +76,8 @@ func PlanSource(ctx context.Context, s Source) (*Plan, error) {
 
 // LoadRegistry is the vendor registry in file ("": the built-in one); a
 // registry that does not load is the caller's mistake (exit 2).
-func LoadRegistry(file string) (*pipelinegen.Registry, error) {
-	reg, err := pipelinegen.LoadRegistry(file)
+func LoadRegistry(file string) (*registry.Registry, error) {
+	reg, err := registry.Load(file)
 	return reg, exitcode.With(exitcode.Usage, err)
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // payload64K is a job whose encoded payload is about 64 KiB, the size the
@@ -39,7 +40,7 @@ func payload64K(tb testing.TB) string {
 // pipeline and marshal it, in process.
 func BenchmarkGenerate64K(b *testing.B) {
 	enc := payload64K(b)
-	reg, err := LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		b.Fatal(err)
 	}

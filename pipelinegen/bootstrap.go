@@ -11,6 +11,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // BootstrapOptions configure Bootstrap, the whole of `kbgen generate`.
@@ -44,7 +45,7 @@ func Bootstrap(ctx context.Context, o BootstrapOptions) error {
 	if err != nil {
 		return err
 	}
-	reg, err := LoadRegistry(o.Vendors)
+	reg, err := registry.Load(o.Vendors)
 	if err != nil {
 		return exitcode.With(exitcode.Usage, err)
 	}

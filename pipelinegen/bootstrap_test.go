@@ -11,6 +11,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -27,7 +28,7 @@ func TestBootstrap(t *testing.T) {
 	if err := os.WriteFile(keyFile, kp.Private, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	in, err := ExampleJobFor(&Vendor{Queue: "nvidia-h100", Runtime: contract.RuntimeNVIDIA}, payload.ModeTest)
+	in, err := ExampleJobFor(&registry.Vendor{Queue: "nvidia-h100", Runtime: contract.RuntimeNVIDIA}, payload.ModeTest)
 	if err != nil {
 		t.Fatal(err)
 	}

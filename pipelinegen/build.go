@@ -11,6 +11,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // Build is what the bootstrap step (kbgen generate) generates from: the
@@ -37,7 +38,7 @@ func (e *NoQueueError) Error() string {
 // unreadable payload file, no or an unknown queue) rather than the job's.
 func IsUsage(err error) bool {
 	var nq *NoQueueError
-	var uq *UnknownQueueError
+	var uq *registry.UnknownQueueError
 	return jobsource.IsUsage(err) || errors.As(err, &nq) || errors.As(err, &uq)
 }
 
@@ -45,7 +46,7 @@ func IsUsage(err error) bool {
 // queue the build env names. A build without a job (an ordinary push, no
 // KERNELBOT_PAYLOAD and no PayloadFile) gets NoJobPipeline and noJob
 // true, so it passes.
-func FromBuild(reg *Registry, b Build, opts Options) (p *pipeline.Pipeline, noJob bool, err error) {
+func FromBuild(reg *registry.Registry, b Build, opts Options) (p *pipeline.Pipeline, noJob bool, err error) {
 	in, err := jobsource.FromBuild(b.PayloadFile, b.Stdin, b.Lookup)
 	if err != nil {
 		var je *payload.Error

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // TestFromBuild: the bootstrap step's choices from the build env — no job
@@ -17,7 +18,7 @@ import (
 // the caller's mistake (exit 2), a bad job is the job's (65).
 func TestFromBuild(t *testing.T) {
 	t.Parallel()
-	reg, err := LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}

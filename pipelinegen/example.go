@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 //go:embed example_job.json
@@ -29,7 +30,7 @@ func ExampleJob(mode payload.Mode) (*payload.Input, error) {
 // ExampleJobFor is ExampleJob shaped for queue v: on a multi-GPU queue
 // it is a multi_gpu job whose every case has world_size = the queue's
 // GPUs, as Kernelbot's multi-GPU tasks do.
-func ExampleJobFor(v *Vendor, mode payload.Mode) (*payload.Input, error) {
+func ExampleJobFor(v *registry.Vendor, mode payload.Mode) (*payload.Input, error) {
 	in, err := ExampleJob(mode)
 	if err != nil || !v.MultiGPU() {
 		return in, err

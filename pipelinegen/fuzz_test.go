@@ -15,6 +15,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/signing"
 	"github.com/gpu-mode/kbgen/steps"
 )
@@ -60,7 +61,7 @@ func FuzzGenerate(f *testing.F) {
 		f.Add(s[0], s[1], s[2], s[3], configs[i%len(configs)], uint8(i*3))
 	}
 
-	reg, err := LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func asUTF8(s string) string {
 // evalStepFields are the only top-level keys the eval step may have.
 var evalStepFields = []string{"agents", "artifact_paths", "concurrency", "concurrency_group", "priority", "retry", "timeout_in_minutes"}
 
-func checkOnlyTheEvalStep(t *testing.T, p *pipeline.Pipeline, v *Vendor, job Job) {
+func checkOnlyTheEvalStep(t *testing.T, p *pipeline.Pipeline, v *registry.Vendor, job Job) {
 	t.Helper()
 	if len(p.Steps) != 1 || p.Env != nil && p.Env.Len() > 0 || len(p.RemainingFields) > 0 {
 		t.Fatalf("pipeline has %d steps, env %v, extra %v", len(p.Steps), p.Env, p.RemainingFields)
@@ -188,7 +189,7 @@ func checkOnlyTheEvalStep(t *testing.T, p *pipeline.Pipeline, v *Vendor, job Job
 	if s.Env[contract.EnvQueue] != v.Queue {
 		t.Fatalf("env queue %q", s.Env[contract.EnvQueue])
 	}
-	if v.Backend == BackendKubernetes {
+	if v.Backend == registry.BackendKubernetes {
 		// The pod spec is built from the same config; its limits are pinned
 		// by steps' tests and the golden pipelines.
 		k8s := (&pipeline.Plugin{Source: steps.KubernetesPluginSource}).FullSource()
@@ -233,7 +234,7 @@ func FuzzVerify(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	reg, _ := LoadRegistry("")
+	reg, _ := registry.Load("")
 	v, _ := reg.Lookup("nvidia-h100")
 	p, err := Generate(Job{Input: in, RunID: "run-$$1", Queue: v.Queue}, v, Options{})
 	if err != nil {

@@ -13,9 +13,11 @@ import (
 	"github.com/buildkite/go-pipeline"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/imageref"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -60,7 +62,7 @@ const (
 // it cannot run (a bad KERNELBOT_PRIORITY or KERNELBOT_IMAGE, more GPUs
 // than the queue gives, a run id that is not UTF-8, a timeout beyond the
 // vendor's) is a *payload.Error: the job's fault, never retried.
-func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
+func PlanEval(job Job, v *registry.Vendor, opts Options) (*steps.Eval, error) {
 	if job.Input == nil || job.Input.Config == nil {
 		return nil, errors.New("generate: no job")
 	}
@@ -82,7 +84,7 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 	}
 	image := v.Image
 	if job.Image != "" {
-		if err := imageErr(job.Image); err != nil {
+		if _, err := imageref.Parse(job.Image); err != nil {
 			return nil, &payload.Error{Kind: payload.KindInvalidField, Field: contract.EnvImage, Msg: err.Error()}
 		}
 		image = job.Image
@@ -127,7 +129,7 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 		Env:            env,
 		TimeoutMinutes: timeout,
 		Priority:       priority,
-		Kubernetes:     v.Backend == BackendKubernetes,
+		Kubernetes:     v.Backend == registry.BackendKubernetes,
 	}
 	if job.User != "" {
 		eval.ConcurrencyGroup = "kernelbot/" + v.Queue + "/user/" + concurrencyKey(job.User)
@@ -144,7 +146,7 @@ func PlanEval(job Job, v *Vendor, opts Options) (*steps.Eval, error) {
 // gpu-mode/kernelbot examples/*/eval.py run_multi_gpu_benchmark, with
 // POPCORN_GPUS from run_eval.py's run_program), and a mode the queue
 // does not run (a MIG queue runs test only).
-func checkShape(cfg *payload.Config, v *Vendor) error {
+func checkShape(cfg *payload.Config, v *registry.Vendor) error {
 	refuse := func(field, msg string, others []string) error {
 		if len(others) > 0 {
 			msg += "; use " + strings.Join(others, " or ")
@@ -200,7 +202,7 @@ func modeNames(ms []payload.Mode) string {
 
 // Generate builds the pipeline for job on vendor v: the one eval step
 // PlanEval decides. Its errors are PlanEval's.
-func Generate(job Job, v *Vendor, opts Options) (*pipeline.Pipeline, error) {
+func Generate(job Job, v *registry.Vendor, opts Options) (*pipeline.Pipeline, error) {
 	eval, err := PlanEval(job, v, opts)
 	if err != nil {
 		return nil, err
@@ -216,7 +218,7 @@ func Generate(job Job, v *Vendor, opts Options) (*pipeline.Pipeline, error) {
 // compile plus its mode timeout) plus the vendor's start-up margin, rounded
 // up. A job that needs more than the vendor allows is refused rather than
 // killed half-way.
-func StepTimeoutMinutes(cfg *payload.Config, v *Vendor) (int, error) {
+func StepTimeoutMinutes(cfg *payload.Config, v *registry.Vendor) (int, error) {
 	secs := 0
 	for _, run := range cfg.RunModes() {
 		secs += compileSeconds + int(cfg.ModeTimeout(run).Seconds())

@@ -12,12 +12,13 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
-func mustVendor(t *testing.T, q string) *Vendor {
+func mustVendor(t *testing.T, q string) *registry.Vendor {
 	t.Helper()
-	reg, err := LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +301,7 @@ func TestRunIDMustBeUTF8(t *testing.T) {
 // runs under) and the emitted step agree on queue, timeout and priority.
 func TestPlanEvalIsWhatGenerateEmits(t *testing.T) {
 	t.Parallel()
-	reg, err := LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/golden"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // goldenDir holds one generated pipeline per vendor × mode, plus the
@@ -22,12 +23,12 @@ const adversarialText = "$BUILDKITE_AGENT_ACCESS_TOKEN ${HOME} $(id) `id` \": \n
 type goldenCase struct {
 	name string
 	job  Job
-	v    *Vendor
+	v    *registry.Vendor
 }
 
 func goldenCases(t *testing.T) []goldenCase {
 	t.Helper()
-	reg, err := LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -337,7 +338,7 @@ func BenchmarkSignEvalStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			reg, _ := LoadRegistry("")
+			reg, _ := registry.Load("")
 			v, _ := reg.Lookup("nvidia-h100")
 			for b.Loop() {
 				p, err := Generate(Job{Input: in, RunID: "run-$1", Queue: v.Queue}, v, Options{})

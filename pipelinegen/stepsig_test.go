@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestSignEvalStep(t *testing.T) {
 	t.Parallel()
 	priv, pub := testKeys(t, signing.DefaultAlgorithm)
-	reg, err := LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestSignEvalStep(t *testing.T) {
 			}
 			step := evalOf(t, p)
 			tok := step.Env[contract.EnvStepSignature]
-			if v.Backend == BackendKubernetes {
+			if v.Backend == registry.BackendKubernetes {
 				if tok != "" {
 					t.Errorf("a Kubernetes eval step got a step signature")
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -76,7 +77,7 @@ func Local(ctx context.Context, o LocalOptions) (*payload.FullResult, error) {
 
 // evalStep plans the job's eval step on o.Queue's vendor.
 func (o LocalOptions) evalStep(in *payload.Input) (*steps.Eval, error) {
-	reg, err := pipelinegen.LoadRegistry(o.Vendors)
+	reg, err := registry.Load(o.Vendors)
 	if err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
 	}

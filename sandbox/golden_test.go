@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/golden"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -41,7 +41,7 @@ var goldenPlacements = []struct {
 // UPDATE_GOLDEN=1 rewrites them.
 func TestGoldenArgv(t *testing.T) {
 	t.Parallel()
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestGoldenArgv(t *testing.T) {
 	dir := filepath.Join("..", "golden", "sandbox")
 	seen := map[string]bool{}
 	for _, v := range reg.Vendors {
-		if v.Backend == pipelinegen.BackendKubernetes {
+		if v.Backend == registry.BackendKubernetes {
 			name := v.Queue + "@pod.txt"
 			seen[name] = true
 			t.Run(name, func(t *testing.T) { checkGolden(t, filepath.Join(dir, name), podPlanText(t, v, host)) })
@@ -150,7 +150,7 @@ func checkGolden(t *testing.T, path, got string) {
 // (steps.KubernetesCommand), as `--dry-run` prints it: the environment
 // the agent's bootstrap has there (the image's, the agent's own directory
 // first on PATH, the build path under /workspace, the token).
-func podPlanText(t *testing.T, v *pipelinegen.Vendor, host Host) string {
+func podPlanText(t *testing.T, v *registry.Vendor, host Host) string {
 	t.Helper()
 	env := agentEnv(t, exampleEvalStep(t, v), map[string]string{
 		"PATH":                         steps.KubernetesWorkspace + ":/opt/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

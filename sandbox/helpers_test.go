@@ -12,6 +12,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/seal"
 )
 
@@ -102,7 +103,7 @@ func encodedPyJob(t *testing.T, submission, harness string) string {
 
 // exampleEvalStep is the eval step the generator makes for a vendor's
 // built-in example job (its leaderboard mode where the queue allows it).
-func exampleEvalStep(t *testing.T, v *pipelinegen.Vendor) *pipeline.CommandStep {
+func exampleEvalStep(t *testing.T, v *registry.Vendor) *pipeline.CommandStep {
 	t.Helper()
 	job, err := pipelinegen.ExampleJobFor(v, v.PreferMode(payload.ModeLeaderboard))
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -57,7 +58,7 @@ func signedJob(t *testing.T) (map[string]string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}

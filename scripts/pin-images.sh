@@ -2,7 +2,7 @@
 # Pin images by digest, resolved from the registry, never typed.
 #
 #   scripts/pin-images.sh bases             # every base image ARG in images/*/Dockerfile
-#   scripts/pin-images.sh registry          # every runner image in pipelinegen/vendors.yaml
+#   scripts/pin-images.sh registry          # every runner image in registry/vendors.yaml
 #   scripts/pin-images.sh --verify bases    # change nothing; exit 1 unless every pinned digest exists
 #
 # bases: each `ARG X_IMAGE=name:tag@sha256:…` (or without a digest) gets the
@@ -69,7 +69,7 @@ if [ "$what" = bases ]; then
     pin "$df" 'ARG [A-Z_]+_IMAGE='
   done
 else
-  pin pipelinegen/vendors.yaml '    image: '
+  pin registry/vendors.yaml '    image: '
 fi
 if [ "$missing" = 1 ]; then
   echo "pin-images: a pinned image is missing from the registry (or not pinned): run scripts/pin-images.sh $what and commit" >&2

@@ -199,7 +199,7 @@ echo "$d"
 func repoCopy(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
-	for _, f := range []string{"scripts/pin-images.sh", "images/cuda/Dockerfile", "images/rocm/Dockerfile", "pipelinegen/vendors.yaml"} {
+	for _, f := range []string{"scripts/pin-images.sh", "images/cuda/Dockerfile", "images/rocm/Dockerfile", "registry/vendors.yaml"} {
 		data, err := os.ReadFile("../" + f)
 		if err != nil {
 			t.Fatal(err)
@@ -269,7 +269,7 @@ func TestPinImages(t *testing.T) {
 	if out, code = pinImages(t, root, crane, "registry"); code != 0 {
 		t.Fatalf("registry: exit %d\n%s", code, out)
 	}
-	reg, _ := os.ReadFile(filepath.Join(root, "pipelinegen/vendors.yaml"))
+	reg, _ := os.ReadFile(filepath.Join(root, "registry/vendors.yaml"))
 	if want := "    image: ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1@" + digestOf("v1", "ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1") + "\n"; !strings.Contains(string(reg), want) {
 		t.Errorf("vendors.yaml lacks %q", want)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // MetaDataService is the build meta-data key naming the service that owns
@@ -55,7 +55,7 @@ type Config struct {
 	ResultMemory, ResultInMemoryMax, ResultDisk int64
 	// Registry, when set, checks each run's queue and turns an alias
 	// (h100) into the queue name (nvidia-h100), as kbgen submit does.
-	Registry *pipelinegen.Registry
+	Registry *registry.Registry
 	// BootstrapQueue is the bootstrap queue of a run that names none: the
 	// queue of Kernelbot's control agents that hold the signing key (kbgen
 	// serve --bootstrap-queue, KBGEN_BOOTSTRAP_QUEUE). Without it a client

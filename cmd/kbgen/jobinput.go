@@ -3,15 +3,15 @@ package main
 import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // loadRegistry loads --vendors, else KBGEN_VENDORS, else the built-in one.
-func loadRegistry(g *Globals, file string) (*pipelinegen.Registry, error) {
+func loadRegistry(g *Globals, file string) (*registry.Registry, error) {
 	if file == "" {
 		file = g.Getenv(contract.EnvVendors)
 	}
-	reg, err := pipelinegen.LoadRegistry(file)
+	reg, err := registry.Load(file)
 	if err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // VendorsCmd prints the vendor registry as a table.
@@ -31,7 +31,7 @@ func (c *VendorsCmd) Run(g *Globals) error {
 		}
 		backend := v.Backend
 		if backend == "" {
-			backend = pipelinegen.BackendDocker
+			backend = registry.BackendDocker
 		}
 		modes := "all"
 		if len(v.Modes) > 0 {

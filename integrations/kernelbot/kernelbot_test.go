@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // standinTree lays out a Kernelbot-shaped tree: testdata/standin's
@@ -28,7 +28,7 @@ func standinTree(t *testing.T) string {
 		t.Fatal(err)
 	}
 	copyTree(t, sub, ".", root)
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // Upstream is the Kernelbot commit the patch's context lines were taken
@@ -54,7 +54,7 @@ var (
 // nebius-h100). The name is the first queue's without its donor prefix,
 // upper-cased, with a multi-GPU "xN" kept lower-case as Kernelbot spells
 // it (amd-mi300 → MI300_BK, nvidia-l4x4 → L4x4_BK).
-func GPUs(reg *pipelinegen.Registry) ([]BuildkiteGPU, error) {
+func GPUs(reg *registry.Registry) ([]BuildkiteGPU, error) {
 	type model struct {
 		gpu  string
 		gpus int
@@ -97,7 +97,7 @@ func enumName(queue string) string {
 // Patch is kernelbot.patch for reg: the edits to Kernelbot's files (the
 // enum, the queue map, GPU_TO_SM, the lookup, the export, the
 // registration) and the files of tree/ as new files.
-func Patch(reg *pipelinegen.Registry) ([]byte, error) {
+func Patch(reg *registry.Registry) ([]byte, error) {
 	gpus, err := GPUs(reg)
 	if err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func ConstsBlock(gpus []BuildkiteGPU) []string {
 	for _, g := range gpus {
 		lines = append(lines, fmt.Sprintf("    %s = %q", g.Name, g.Name))
 	}
-	lines = append(lines, "", "", "# The kbgen queue each BuildkiteGPU runs on (kbgen's pipelinegen/vendors.yaml).", "BUILDKITE_QUEUES = {")
+	lines = append(lines, "", "", "# The kbgen queue each BuildkiteGPU runs on (kbgen's registry/vendors.yaml).", "BUILDKITE_QUEUES = {")
 	for _, g := range gpus {
 		lines = append(lines, fmt.Sprintf("    %q: %q,", g.Name, g.Queue))
 	}

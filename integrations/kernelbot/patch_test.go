@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // TestPatchIsFresh fails when kernelbot.patch is not what the registry and
@@ -15,7 +15,7 @@ import (
 // ran go generate.
 func TestPatchIsFresh(t *testing.T) {
 	t.Parallel()
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestGPUs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			reg, err := pipelinegen.ParseRegistry([]byte("vendors:\n" + tc.yaml))
+			reg, err := registry.Parse([]byte("vendors:\n" + tc.yaml))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func TestGPUs(t *testing.T) {
 // TestBuiltinRegistryNames: the names the issue asks for are there.
 func TestBuiltinRegistryNames(t *testing.T) {
 	t.Parallel()
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}

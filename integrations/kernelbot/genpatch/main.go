@@ -7,11 +7,11 @@ import (
 	"os"
 
 	"github.com/gpu-mode/kbgen/integrations/kernelbot"
-	"github.com/gpu-mode/kbgen/pipelinegen"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 func main() {
-	reg, err := pipelinegen.LoadRegistry("")
+	reg, err := registry.Load("")
 	if err == nil {
 		var patch []byte
 		if patch, err = kernelbot.Patch(reg); err == nil {

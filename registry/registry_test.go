@@ -1,4 +1,4 @@
-package pipelinegen
+package registry
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 
 func TestEmbeddedRegistry(t *testing.T) {
 	t.Parallel()
-	reg, err := LoadRegistry("")
+	reg, err := Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestEmbeddedRegistry(t *testing.T) {
 
 func TestUnknownQueueListsKnown(t *testing.T) {
 	t.Parallel()
-	reg, _ := LoadRegistry("")
+	reg, _ := Load("")
 	_, err := reg.Lookup("h200")
 	var uq *UnknownQueueError
 	if !errors.As(err, &uq) {
@@ -119,7 +119,7 @@ func TestRegistryValidation(t *testing.T) {
 			if tt.replace[0] != "" {
 				doc = strings.Replace(good, tt.replace[0], tt.replace[1], 1)
 			}
-			_, err := ParseRegistry([]byte(doc))
+			_, err := Parse([]byte(doc))
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -132,10 +132,10 @@ func TestRegistryValidation(t *testing.T) {
 		})
 	}
 	dup := good + strings.Replace(strings.TrimPrefix(good, "vendors:\n"), "queue: q1", "queue: q2\n    aliases: [q1]", 1)
-	if _, err := ParseRegistry([]byte(dup)); err == nil || !strings.Contains(err.Error(), `"q1" is used by both`) {
+	if _, err := Parse([]byte(dup)); err == nil || !strings.Contains(err.Error(), `"q1" is used by both`) {
 		t.Fatalf("duplicate queue not caught: %v", err)
 	}
-	if _, err := ParseRegistry([]byte("vendors: []\n")); err == nil {
+	if _, err := Parse([]byte("vendors: []\n")); err == nil {
 		t.Fatal("empty registry accepted")
 	}
 }
@@ -153,7 +153,7 @@ func TestRegistrySizesCanonical(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			doc := fmt.Sprintf("vendors:\n  - {queue: q1, donor: D, gpu: G, runtime: nvidia, image: img:1, resources: {gpus: 1, cpus: 2, memory: %q, shm-size: %q, pids-limit: 256}, timeouts: {max-minutes: 30}}\n", tt.memory, tt.shm)
-			reg, err := ParseRegistry([]byte(doc))
+			reg, err := Parse([]byte(doc))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,11 +167,11 @@ func TestRegistrySizesCanonical(t *testing.T) {
 func TestLoadRegistryFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "v.yaml")
-	if _, err := LoadRegistry(path); err == nil || !strings.Contains(err.Error(), "reading vendor registry") {
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "reading vendor registry") {
 		t.Fatalf("missing file: %v", err)
 	}
 	os.WriteFile(path, []byte("vendors:\n  - queue: x\n"), 0o644)
-	if _, err := LoadRegistry(path); err == nil || !strings.Contains(err.Error(), path) {
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("error should name the file: %v", err)
 	}
 }
