@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/golden"
 	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/sandbox"
@@ -285,5 +286,30 @@ func TestImagesBuildOffline(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKbgenStageIsOneText: the kbgen stage (the static binary) is the same
+// in every flavour's Dockerfile. Dockerfiles cannot include one another, so
+// the stage is written once per file; this keeps the copies from drifting.
+func TestKbgenStageIsOneText(t *testing.T) {
+	t.Parallel()
+	stage := func(path string) string {
+		df := readFile(t, path)
+		start := strings.Index(df, "FROM ${GO_IMAGE} AS kbgen")
+		if start < 0 {
+			t.Fatalf("%s has no kbgen stage", path)
+		}
+		end := strings.Index(df[start:], "\n# ----")
+		if end < 0 {
+			t.Fatalf("%s: no section after the kbgen stage", path)
+		}
+		return df[start : start+end]
+	}
+	want := stage(flavours[contract.RuntimeNVIDIA].path)
+	for _, fl := range flavours {
+		if got := stage(fl.path); got != want {
+			t.Errorf("%s's kbgen stage differs from %s's:\n%s", fl.path, flavours[contract.RuntimeNVIDIA].path, golden.Diff([]byte(got), []byte(want)))
+		}
 	}
 }
