@@ -11,16 +11,22 @@ import (
 	"github.com/gpu-mode/kbgen/payload"
 )
 
-// Result turns a finished build into Kernelbot's FullResult. A build that
-// ended without a usable result.json gives success:false with an error
-// that says why (failed, canceled, eval job never started, no artifact,
-// invalid JSON). Only a failure to talk to Buildkite is returned as an
-// error: then nothing is known about the result.
+// Result turns a finished build into Kernelbot's FullResult: the result
+// the build carries as meta-data when it is the latest eval job's
+// (MetaDataResult: no further request), else that job's result.json
+// artifact. A build that ended without a usable result gives
+// success:false with an error that says why (failed, canceled, eval job
+// never started, no artifact, invalid JSON). Only a failure to talk to
+// Buildkite is returned as an error: then nothing is known about the
+// result.
 func (c *Client) Result(ctx context.Context, b *Build) (*payload.FullResult, error) {
 	if !b.Finished() {
 		return nil, fmt.Errorf("build %d has not finished (state %s)", b.Number, b.State)
 	}
 	eval := b.EvalJob()
+	if res, err := MetaDataResult(b); err == nil {
+		return c.linkProfiles(ctx, b, eval, res)
+	}
 	var as []Artifact
 	var err error
 	switch {
@@ -45,6 +51,20 @@ func (c *Client) Result(ctx context.Context, b *Build) (*payload.FullResult, err
 	res, perr := ParseResult(data)
 	if perr != nil {
 		return failed(fmt.Sprintf("build %d: %s of the eval job is not a valid FullResult: %v", b.Number, contract.ResultFile, perr)), nil
+	}
+	LinkProfiles(res, as)
+	return res, nil
+}
+
+// linkProfiles points a meta-data result's profiles at the eval job's
+// profile artifacts; a result without a profile needs no request.
+func (c *Client) linkProfiles(ctx context.Context, b *Build, eval *Job, res *payload.FullResult) (*payload.FullResult, error) {
+	if !HasProfile(res) {
+		return res, nil
+	}
+	as, err := c.ListArtifacts(ctx, b.Number, eval.ID)
+	if err != nil {
+		return nil, err
 	}
 	LinkProfiles(res, as)
 	return res, nil

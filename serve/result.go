@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,10 +14,10 @@ import (
 // build (meta-data kbgen_result, set by the runner): no request at all,
 // when it is the latest eval job's. Otherwise, and for a profile run, whose
 // download_url only the job's artifact list knows (client.LinkProfiles), a
-// fetcher reads that job's result.json artifact, as kbgen submit does, so
-// the two always agree.
+// fetcher reads it as kbgen submit does (client.Result), so the two always
+// agree.
 func (s *Service) resolve(r *Run, b *client.Build) {
-	if res := s.fromMetaData(r, b); res != nil && !hasProfile(res) {
+	if res := s.fromMetaData(r, b); res != nil && !client.HasProfile(res) {
 		s.complete(r, res)
 		return
 	}
@@ -30,45 +31,18 @@ func (s *Service) resolve(r *Run, b *client.Build) {
 	}
 }
 
-// fromMetaData is the build's result meta-data when it is readable and
-// stamped with the build's latest eval job (b must carry its jobs): meta-
-// data is per build and last write wins, so after a retry it may be an
-// earlier attempt's result (payload/resultmeta.go).
+// fromMetaData is the build's result meta-data when it is the latest eval
+// job's (client.MetaDataResult, the rule kbgen submit follows too); else
+// nil, logged unless the build carries none.
 func (s *Service) fromMetaData(r *Run, b *client.Build) *payload.FullResult {
-	v := b.MetaData[payload.ResultMetaDataKey]
-	if v == "" {
-		return nil
-	}
-	job, data, err := payload.DecodeResultMetaData(v)
+	res, err := client.MetaDataResult(b)
 	if err != nil {
-		s.logf("run %s: build %d carries an unreadable result meta-data; reading the artifact", r.ID, b.Number)
-		return nil
-	}
-	eval := b.EvalJob()
-	if eval == nil || job == "" || job != eval.ID {
-		latest := "none"
-		if eval != nil {
-			latest = eval.ID
+		if !errors.Is(err, client.ErrNoResultMetaData) {
+			s.logf("run %s: %v; reading the artifact", r.ID, err)
 		}
-		s.logf("run %s: build %d's result meta-data is from job %q, not its latest eval job (%s); reading that job's artifact", r.ID, b.Number, job, latest)
-		return nil
-	}
-	res, err := client.ParseResult(data)
-	if err != nil {
-		s.logf("run %s: build %d carries an unreadable result meta-data; reading the artifact", r.ID, b.Number)
 		return nil
 	}
 	return res
-}
-
-// hasProfile reports whether any run of res carries a profile.
-func hasProfile(res *payload.FullResult) bool {
-	for _, run := range res.Runs {
-		if run.Profile != nil {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Service) complete(r *Run, res *payload.FullResult) {

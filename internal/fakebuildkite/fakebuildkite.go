@@ -42,6 +42,11 @@ type Script struct {
 	// ResultInMetaData: the runner also set result.json as build
 	// meta-data (payload.ResultMetaDataKey) when it uploaded it.
 	ResultInMetaData bool
+	// MetaDataOnly, with ResultInMetaData: the runner uploads no
+	// result.json artifact when the result fits the meta-data, as
+	// runner.Publish does (the artifact upload costs the agent's 1 s
+	// uploader loop); the other artifacts are uploaded as listed.
+	MetaDataOnly bool
 	// RetryExit, when not 0, ends the eval job's first attempt halfway
 	// between EvalStart and Finish with that exit status (75: the
 	// machine's fault) after it uploaded FirstResult (artifact, and

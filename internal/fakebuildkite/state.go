@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/payload"
 )
 
 // jobState is one job at one instant.
@@ -212,7 +213,7 @@ func (s *Server) artifactsJSON(b *build, now time.Time, job string) []any {
 			"file_size": len(a.content), "sha1sum": "0",
 		})
 	}
-	if snap.first != nil && b.script.FirstResult != nil && (job == "" || job == firstJobID(b)) {
+	if snap.first != nil && b.script.FirstResult != nil && (job == "" || job == firstJobID(b)) && !b.script.onMetaDataOnly(artifact{contract.ResultFile, b.script.FirstResult}) {
 		add(firstJobID(b), firstArtifactID(b), artifact{contract.ResultFile, b.script.FirstResult})
 	}
 	evalID := jobID(b, true)
@@ -223,7 +224,19 @@ func (s *Server) artifactsJSON(b *build, now time.Time, job string) []any {
 		return out
 	}
 	for i, a := range artifactsOf(b) {
-		add(evalID, artifactID(b, i), a)
+		if !b.script.onMetaDataOnly(a) {
+			add(evalID, artifactID(b, i), a)
+		}
 	}
 	return out
+}
+
+// onMetaDataOnly reports whether the runner sent a (result.json) only as
+// meta-data: MetaDataOnly, and the result fits (runner/publish.go).
+func (sc Script) onMetaDataOnly(a artifact) bool {
+	if !sc.ResultInMetaData || !sc.MetaDataOnly || a.path != contract.ResultFile {
+		return false
+	}
+	_, fits := payload.EncodeResultMetaData("0190-eval", a.content)
+	return fits
 }
