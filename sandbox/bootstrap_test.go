@@ -151,11 +151,20 @@ func newAgentJob(t *testing.T, image string, cfg plugincfg.GPUDocker, command st
 
 // fakeAgentAPI answers the agent API calls the checkout makes (it asks
 // whether the build has its commit meta-data; "yes" means nothing more is
-// sent). The sandbox itself never talks to it.
+// sent). The sandbox itself never talks to it. It refuses the publish's
+// meta-data set (404: buildkite-agent v3.52.1's clicommand/meta_data_set.go
+// gives up at once on a 401 or 404 and retries anything else for 45 s) and, answering no artifact batch, every
+// upload: so the hook's fallback runs, result.json in the job directory
+// for the step's artifact_paths.
 func fakeAgentAPI(t *testing.T) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/data/set") {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"message": "meta-data refused (stand-in)"}`)
+			return
+		}
 		_, _ = io.WriteString(w, `{"exists": true}`)
 	}))
 	t.Cleanup(srv.Close)
@@ -218,9 +227,10 @@ func TestBootstrapEvalStep(t *testing.T) {
 	if !strings.Contains(j.output, "kbgen run: wrote /kbgen/out/result.json") {
 		t.Fatalf("the container did not run kbgen run to the end:\n%s", j.output)
 	}
-	// The hook published from the host (the fake API then refuses the
-	// upload, which must not change the exit status).
-	if !strings.Contains(j.output, `Found 1 files that match "result.json"`) {
+	// The hook published from the host (the fake API then refuses it,
+	// which must not change the exit status, and the step's artifact_paths
+	// uploads the hook's copy).
+	if !strings.Contains(j.output, "meta-data refused (stand-in)") || !strings.Contains(j.output, "gpu-docker: publishing result.json failed; artifact_paths uploads it from the job directory") {
 		t.Errorf("the hook did not publish result.json from the job directory:\n%s", tail(j.output, 30))
 	}
 	b, err := os.ReadFile(filepath.Join(j.checkout, contract.ResultFile))
@@ -416,7 +426,7 @@ echo '` + forgedPass + `' > $o/result.json
 	if found, _ := filepath.Glob(pwned + "*"); len(found) != 0 {
 		t.Errorf("a planted hook ran on the host: %v", found)
 	}
-	// The fake Agent API refuses the upload, so the hook leaves the
+	// The fake Agent API refuses the publish, so the hook leaves the
 	// sandbox's result.json for artifact_paths: the runner's, not the
 	// forged one.
 	b, err := os.ReadFile(filepath.Join(j.checkout, contract.ResultFile))

@@ -101,8 +101,10 @@ func TestRunUploadsAndAnnotates(t *testing.T) {
 	argv0, _ := os.ReadFile(filepath.Join(logs, "artifact.argv"))
 	argv1, _ := os.ReadFile(filepath.Join(logs, "annotate.argv"))
 	md, _ := os.ReadFile(filepath.Join(logs, "annotate.stdin"))
-	if string(argv0) != "artifact\nupload\n--debug\n--no-color\n--debug-http=false\nresult.json\n" {
-		t.Errorf("upload argv %q", argv0)
+	// A test run records no noise and its result rides on the build's
+	// meta-data: nothing to upload (runner.Uploads).
+	if len(argv0) != 0 {
+		t.Errorf("a test run uploaded artifacts: argv %q", argv0)
 	}
 	if !strings.HasPrefix(string(argv1), "annotate\n--style\nsuccess\n") || !strings.Contains(string(md), "**kbgen** `test` on `Test GPU` (`CUDA`): all runs passed") {
 		t.Errorf("annotate argv %q body %q", argv1, md)

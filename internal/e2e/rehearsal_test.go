@@ -82,6 +82,9 @@ func TestRehearsal(t *testing.T) {
 	serve.Stdout, serve.Stderr = serveLog, serveLog
 	must(t, serve.Start())
 	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
+	// Submit once serve listens: started and submitted at once, a loaded
+	// machine had submit's POST refused before serve's listener was up.
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(serveLog.String(), "listening on") }, "kbgen serve never listened:\n"+serveLog.String())
 
 	submit := exec.Command(kbgen, "submit", "--server", "http://"+serveAddr, "--queue", "nvidia-l40s", "--example", "identity", "--mode", "test", "--timeout", "4m")
 	submit.Env = append(os.Environ(), env...)
