@@ -36,12 +36,13 @@ KBGEN_NOISE_POLICY (set from the vendor registry) holds the thresholds; with
 retry=true a leaderboard or private run disturbed by noise the submission
 cannot cause exits 75 once, so Buildkite runs it on another agent.
 
-With buildkite-agent on PATH (and no --no-upload) it uploads result.json,
-noise.json and any profile_data/*.zip as artifacts and annotates the build
-with a summary.
+With buildkite-agent on PATH (and no --no-upload) it sets result.json as the
+build's meta-data kbgen_result (stamped with the job; an artifact instead
+when too large), uploads noise.json and any profile_data/*.zip as artifacts
+and annotates the build with a summary (docs/formats.md).
 A containerised run has no agent; the host publishes its result afterwards:
 
-  kbgen run --publish result.json      # upload + annotate, evaluate nothing
+  kbgen run --publish result.json      # meta-data + upload + annotate, evaluate nothing
 
 The submission sees only an allow-listed environment (PATH, HOME, LANG,
 PYTHON*, CUDA/ROCm/NVIDIA/HIP variables, TORCH*/TRITON*, POPCORN_* ...):
