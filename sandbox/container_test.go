@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -351,7 +352,7 @@ func TestContainerStaleAndSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("exit %d after %v; log: %s", code, time.Since(start).Round(time.Millisecond), logs.String())
-	if !strings.Contains(logs.String(), "removed a stale container named "+name) {
+	if !strings.Contains(logs.String(), "removed stale container "+name) {
 		t.Errorf("the stale container was not reported removed: %q", logs.String())
 	}
 	if code != 143 {
@@ -359,5 +360,45 @@ func TestContainerStaleAndSignals(t *testing.T) {
 	}
 	if out, err := exec.Command("docker", "ps", "-aq", "--filter", "name=^"+name+"$").Output(); err != nil || len(bytes.TrimSpace(out)) != 0 {
 		t.Errorf("container %s still exists after the run: %q, %v", name, out, err)
+	}
+}
+
+// TestContainerStaleOnLeasedGPU: a SIGKILLed sandbox leaves its `docker run
+// --rm` container running (the container outlives its client) after the
+// kernel has dropped its GPU lease. The next job leased that GPU removes
+// it before its own run, whatever its name, and leaves the container of
+// another GPU alone: on a real node the leftover's submission would
+// otherwise share the GPU with the next job.
+func TestContainerStaleOnLeasedGPU(t *testing.T) {
+	image := testimage.Busybox(t)
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	leftover, other, next := "kbgen-leftover-"+suffix, "kbgen-other-"+suffix, "kbgen-next-"+suffix
+	for name, gpu := range map[string]string{leftover: "GPU-x-" + suffix, other: "GPU-y-" + suffix} {
+		if out, err := exec.Command("docker", "run", "-d", "--rm", "--name", name, "--label", GPUsLabel+"="+gpu, image, "sleep", "300").CombinedOutput(); err != nil {
+			t.Fatalf("starting %s: %v: %s", name, err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", next).Run() })
+	spec := &Spec{Name: next, GPUs: []string{"GPU-x-" + suffix}, Lines: [][]string{
+		{"run"}, {"--name", next}, {"--rm"}, {"--label", GPUsLabel + "=GPU-x-" + suffix}, {image}, {"true"},
+	}}
+	var logs syncbuf.Buffer
+	l := &Launcher{Stdout: io.Discard, Stderr: io.Discard, Log: &logs, StopTimeout: 5 * time.Second}
+	if code, err := l.Run(context.Background(), spec); err != nil || code != 0 {
+		t.Fatalf("run: %d %v", code, err)
+	}
+	if !strings.Contains(logs.String(), "removed stale container "+leftover+" (left by a killed job on GPU GPU-x-"+suffix) {
+		t.Errorf("the leftover was not reported removed: %q", logs.String())
+	}
+	running := func(name string) bool {
+		out, err := exec.Command("docker", "ps", "-q", "--filter", "name=^"+name+"$").Output()
+		return err == nil && len(bytes.TrimSpace(out)) > 0
+	}
+	if running(leftover) {
+		t.Errorf("%s still runs on the GPU the next job leased", leftover)
+	}
+	if !running(other) {
+		t.Errorf("%s, on another GPU, was removed", other)
 	}
 }

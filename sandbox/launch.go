@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -74,13 +73,10 @@ func (l *Launcher) Run(ctx context.Context, spec *Spec) (int, error) {
 	if err != nil {
 		return 0, refusef("no docker CLI on this agent: %v", err)
 	}
-	// A job killed with SIGKILL leaves its container running; its retry
-	// (or the next job that reuses the id) must not find the name taken.
-	rm := exec.CommandContext(ctx, docker, "rm", "--force", spec.Name)
-	rm.Env = l.Env
-	if out, err := rm.Output(); err == nil && strings.TrimSpace(string(out)) == spec.Name {
-		l.logf("kbgen sandbox: removed a stale container named %s (left by a killed job)", spec.Name)
-	}
+	// A job killed with SIGKILL leaves its container running: its retry
+	// must not find the name taken, and the next job on its GPUs must not
+	// share them with it.
+	l.removeStale(ctx, docker, spec)
 
 	cmd := exec.CommandContext(ctx, docker, spec.Argv()...)
 	cmd.Env = l.Env

@@ -44,6 +44,10 @@ func calls(t *testing.T, dir string) []string {
 		// Only the verb and the last word (the name): run's flags are
 		// covered by the plan tests.
 		f := strings.Fields(l)
+		if f[0] == "ps" { // the listing removeStale reads
+			out = append(out, "ps")
+			continue
+		}
 		out = append(out, f[0]+" "+f[len(f)-1])
 	}
 	return out
@@ -59,7 +63,7 @@ var rmSpec = &Spec{Name: "kbgen-job-1", Lines: [][]string{{"run"}, {"--name", "k
 // no --rm, or docker's own failure (125 and up). A run with --rm whose
 // client returned the container's status was removed before it returned.
 func TestLaunchExitCodes(t *testing.T) {
-	after := []string{"rm kbgen-job-1", "run true", "rm kbgen-job-1"}
+	after := []string{"ps", "run true", "rm kbgen-job-1"}
 	for _, tc := range []struct {
 		name, code string
 		spec       *Spec
@@ -102,26 +106,46 @@ func atoi(s string) int {
 	return n
 }
 
+// TestLaunchRemovesStaleContainer: before the run, the launcher removes a
+// kbgen container of the job's own name (a killed job's retry) and any
+// kbgen container labelled with one of the job's GPUs (a SIGKILLed
+// sandbox's, still running on a GPU the lease has just given this job),
+// and says so; other GPUs' containers and foreign ones stay.
 func TestLaunchRemovesStaleContainer(t *testing.T) {
-	l, dir := fakeDocker(t)
-	touch(t, dir, "stale", "")
-	if _, err := l.Run(context.Background(), testSpec); err != nil {
-		t.Fatal(err)
-	}
-	if got := calls(t, dir); got[0] != "rm kbgen-job-1" || got[1] != "run true" {
-		t.Errorf("stale container not removed before run: %q", got)
-	}
-	if log := l.Log.(*bytes.Buffer).String(); !strings.Contains(log, "removed a stale container named kbgen-job-1") {
-		t.Errorf("log = %q", log)
-	}
-
-	// No stale container: nothing to say.
-	l, _ = fakeDocker(t)
-	if _, err := l.Run(context.Background(), testSpec); err != nil {
-		t.Fatal(err)
-	}
-	if log := l.Log.(*bytes.Buffer).String(); log != "" {
-		t.Errorf("log without a stale container = %q", log)
+	gpuSpec := &Spec{Name: "kbgen-job-1", GPUs: []string{"GPU-a", "GPU-b"}, Lines: rmSpec.Lines}
+	for _, tc := range []struct {
+		name       string
+		spec       *Spec
+		containers string // NAME<tab>GPUS lines
+		removed    []string
+		log        string
+	}{
+		{"none", gpuSpec, "", nil, ""},
+		{"same name", rmSpec, "kbgen-job-1\t\n", []string{"kbgen-job-1"}, "removed stale container kbgen-job-1 (left by a killed job of the same id)"},
+		{"on one of its GPUs", gpuSpec, "kbgen-job-0\tGPU-b\nkbgen-job-9\tGPU-c\n", []string{"kbgen-job-0"},
+			"removed stale container kbgen-job-0 (left by a killed job on GPU GPU-b, which this job now leases)"},
+		{"multi-GPU container overlapping", gpuSpec, "kbgen-job-0\tGPU-c,GPU-a\n", []string{"kbgen-job-0"}, "GPU GPU-a"},
+		{"other GPUs and foreign containers stay", gpuSpec, "kbgen-job-9\tGPU-c,GPU-d\nvendor-db\tGPU-a\nkbgen-job-8\t\n", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, dir := fakeDocker(t)
+			touch(t, dir, "containers", tc.containers)
+			if _, err := l.Run(context.Background(), tc.spec); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"ps"}
+			for _, name := range tc.removed {
+				want = append(want, "rm "+name)
+			}
+			want = append(want, "run true")
+			if got := calls(t, dir); !slices.Equal(got, want) {
+				t.Errorf("docker calls = %q, want %q", got, want)
+			}
+			log := l.Log.(*bytes.Buffer).String()
+			if (tc.log == "") != (log == "") || !strings.Contains(log, tc.log) {
+				t.Errorf("log = %q, want %q", log, tc.log)
+			}
+		})
 	}
 }
 
@@ -152,7 +176,7 @@ func TestLaunchForwardsSignals(t *testing.T) {
 		if err != nil || code != 143 {
 			t.Fatalf("Run = %d, %v; want 143", code, err)
 		}
-		want := []string{"rm kbgen-job-1", "run true", "stop kbgen-job-1", "rm kbgen-job-1"}
+		want := []string{"ps", "run true", "stop kbgen-job-1", "rm kbgen-job-1"}
 		got := calls(t, dir)
 		if !slices.Equal(got, want) {
 			t.Errorf("docker calls = %q, want %q", got, want)

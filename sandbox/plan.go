@@ -299,6 +299,9 @@ func Plan(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (*Spec
 		}
 		s.Lines = append(s.Lines, grant.flags...)
 		s.GPUs = grant.ids
+		// What the next job leased these GPUs looks for: a container a
+		// SIGKILLed sandbox left running on them (removeStale).
+		add("--label", GPUsLabel+"="+strings.Join(s.GPUs, ","))
 	}
 
 	var err error

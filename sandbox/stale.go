@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"strings"
+)
+
+// GPUsLabel is the docker label on every container kbgen starts with GPUs:
+// their ids (Spec.GPUs), comma-separated. Only kbgen sets it (the
+// submission has no docker socket); the next job leased those GPUs reads
+// it to find a container left behind (removeStale).
+const GPUsLabel = "kbgen.gpus"
+
+// removeStale removes, before spec runs, the kbgen containers that must not
+// outlive their job: one of spec's own name (a killed job's retry reuses
+// it), and any holding one of spec's GPUs. The lease is taken by then,
+// and it says no live job of this node holds those GPUs, so such a
+// container was left by a sandbox that was SIGKILLed: a `docker run --rm`
+// container outlives its client, and the submission in it may still be
+// running on the GPU the lease just gave out. One `docker ps` when there
+// is nothing to remove, as the removal by name alone cost before.
+func (l *Launcher) removeStale(ctx context.Context, docker string, spec *Spec) {
+	ps := exec.CommandContext(ctx, docker, "ps", "--all", "--no-trunc", "--format", `{{.Names}}	{{.Label "`+GPUsLabel+`"}}`)
+	ps.Env = l.Env
+	out, err := ps.Output()
+	if err != nil {
+		// docker run reports a name still taken; nothing else depends on it.
+		return
+	}
+	for _, c := range staleContainers(string(out), spec) {
+		if err := l.quiet(ctx, docker, "rm", "--force", c.name); err != nil {
+			l.logf("kbgen sandbox: could not remove stale container %s (%s): %v", c.name, c.why, err)
+			continue
+		}
+		l.logf("kbgen sandbox: removed stale container %s (%s)", c.name, c.why)
+	}
+}
+
+// staleContainer is a container removeStale removes, and why.
+type staleContainer struct{ name, why string }
+
+// staleContainers picks from `docker ps` lines ("NAME\tGPUS") the kbgen
+// containers that block spec: its own name, or a kbgen container labelled
+// with one of its GPUs.
+func staleContainers(ps string, spec *Spec) []staleContainer {
+	var out []staleContainer
+	for line := range strings.Lines(ps) {
+		name, gpus, _ := strings.Cut(strings.TrimRight(line, "\r\n"), "\t")
+		if name == spec.Name {
+			out = append(out, staleContainer{name, "left by a killed job of the same id"})
+			continue
+		}
+		if !strings.HasPrefix(name, "kbgen-") || gpus == "" {
+			continue
+		}
+		for _, g := range strings.Split(gpus, ",") {
+			if slices.Contains(spec.GPUs, g) {
+				out = append(out, staleContainer{name, "left by a killed job on GPU " + g + ", which this job now leases"})
+				break
+			}
+		}
+	}
+	return out
+}
