@@ -4,11 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
 
@@ -132,43 +130,5 @@ func TestHousekeepingNextStep(t *testing.T) {
 		if got := (&Plan{CgroupVersion: v}).HousekeepingNextStep(); !strings.HasPrefix(got, want+", then restart docker") {
 			t.Errorf("cgroup v%d: %q, want %s first", v, got, want)
 		}
-	}
-}
-
-func TestAgentJobEnv(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name      string
-		req       EnvRequest
-		wantCode  int
-		wantVar   string // a variable the env must hold
-		wantNote  bool
-		placement bool // only the placement: no payload
-	}{
-		{"placement and job", EnvRequest{Source: l40s(), GPUIndex: 1}, exitcode.OK, contract.EnvPayload, false, false},
-		{"placement only", EnvRequest{Source: l40s(), GPUIndex: 1, PlacementOnly: true}, exitcode.OK, contract.EnvCPUSet, false, true},
-		{"no queue: the placement and a note", EnvRequest{Source: l40s(), GPUIndex: 0}, exitcode.OK, contract.EnvCPUSet, true, true},
-		{"no such GPU", EnvRequest{Source: l40s(), GPUIndex: 7}, exitcode.Usage, "", false, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.req.Root = t.TempDir()
-			if tc.name != "no queue: the placement and a note" {
-				tc.req.Source.Queue = "nvidia-l40s"
-			}
-			env, note, err := AgentJobEnv(context.Background(), tc.req)
-			if got := exitcode.Of(err); got != tc.wantCode || (note != nil) != tc.wantNote {
-				t.Fatalf("exit %d (%v), note %v; want exit %d, a note: %v", got, err, note, tc.wantCode, tc.wantNote)
-			}
-			has := func(name string) bool {
-				return slices.ContainsFunc(env, func(e EnvVar) bool { return e.Name == name })
-			}
-			if tc.wantVar != "" && !has(tc.wantVar) {
-				t.Errorf("env lacks %s: %v", tc.wantVar, env)
-			}
-			if got := has(contract.EnvPayload); got == tc.placement {
-				t.Errorf("payload in env: %v, want %v", got, !tc.placement)
-			}
-		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/registry"
+	"github.com/gpu-mode/kbgen/resultfile"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -91,13 +92,13 @@ func (o LocalOptions) evalStep(in *payload.Input) (*steps.Eval, error) {
 // write writes res to o.Out, or its JSON to o.Stdout.
 func (o LocalOptions) write(res *payload.FullResult) error {
 	if o.Out != "" {
-		if _, err := WriteResult(o.Out, res); err != nil {
+		if _, err := resultfile.Write(o.Out, res); err != nil {
 			return err
 		}
 		localf(o.Log, "wrote %s", o.Out)
 		return nil
 	}
-	b, err := MarshalResult(res)
+	b, err := resultfile.Marshal(res)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ const AnnotationContext = "kbgen-result"
 // kbgen serve and kbgen submit read it from the build: client.MetaDataResult),
 // an annotation with the result's summary, and as artifacts only the files
 // that need one (Uploads). files are paths relative to out's directory, as
-// WriteResult and ResultFiles return them. The calls run at once: none
+// resultfile.Write and resultfile.List return them. The calls run at once: none
 // needs another's answer, and each is an agent process of its own whose
 // time the job (and the GPU's next job) would otherwise wait out one after
 // the other. All are tried; a failure of any is in the returned error and

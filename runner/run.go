@@ -18,6 +18,7 @@ import (
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/resultfile"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -108,7 +109,7 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 		}
 		out.Result, runErr = Evaluate(ctx, in.Config, eo)
 	}
-	files, werr := WriteResult(opts.Out, out.Result)
+	files, werr := resultfile.Write(opts.Out, out.Result)
 	switch {
 	case werr != nil && opts.Sealed != nil:
 		logf(opts.Log, "%v; the sealed copy on stdout is the result", werr)
@@ -211,7 +212,7 @@ func publishResult(ctx context.Context, o RunOptions) (Outcome, error) {
 	if in, err := jobsource.FromBuild("", nil, o.lookup); err == nil {
 		mode = in.Config.Mode
 	}
-	files := ResultFiles(o.Publish)
+	files := resultfile.List(o.Publish)
 	out := Outcome{Result: res}
 	rec, err := noise.Read(filepath.Join(filepath.Dir(o.Publish), contract.NoiseFile))
 	switch {

@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/resultfile"
 	"github.com/gpu-mode/kbgen/seal"
 )
 
@@ -36,7 +37,7 @@ func (o RunOptions) seal(k seal.Key, out Outcome) error {
 	}
 	var c seal.Contents
 	var err error
-	if c.Result, err = MarshalResult(out.Result); err != nil {
+	if c.Result, err = resultfile.Marshal(out.Result); err != nil {
 		return err
 	}
 	if out.Noise != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
-	"github.com/gpu-mode/kbgen/runner"
+	"github.com/gpu-mode/kbgen/resultfile"
 	"github.com/gpu-mode/kbgen/seal"
 )
 
@@ -69,7 +69,7 @@ func vouch(dir string, key seal.Key, sp *spool, code int) (Vouch, error) {
 	if !v.Verified {
 		v.Reason = unvouched(err, code, sp.dropped)
 		v.Result = payload.Failed(payload.SystemInfo{}, errors.New(v.Reason))
-		b, merr := runner.MarshalResult(v.Result)
+		b, merr := resultfile.Marshal(v.Result)
 		if merr != nil {
 			return v, merr
 		}
@@ -88,7 +88,7 @@ func vouch(dir string, key seal.Key, sp *spool, code int) (Vouch, error) {
 		}
 		v.Files = append(v.Files, contract.NoiseFile)
 	}
-	profiles, err := runner.WriteProfiles(dir, v.Result)
+	profiles, err := resultfile.WriteProfiles(dir, v.Result)
 	v.Files = append(v.Files, profiles...)
 	return v, err
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,18 +52,37 @@ func TestDoctorE2ECompanion(t *testing.T) {
 
 // TestNoTestBuildkiteLinked: the shipped binary does not link the local
 // Buildkite or the end-to-end harness (kbgen-e2e does), whose package init
-// and size every kbgen start-up paid for.
+// and size every kbgen start-up paid for; and the layers stay apart: the
+// node tooling and the sandbox do not link the generator or the runner
+// (issue 16: `node` and `qualify` linked `pipelinegen` through a sample
+// step, `sandbox` the runner through the result file), nor serve the
+// generator and its embedded examples.
 func TestNoTestBuildkiteLinked(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	for _, pkg := range []string{"github.com/gpu-mode/kbgen/internal/fakebuildkite", "github.com/gpu-mode/kbgen/internal/e2e", "net/http/httptest"} {
-		for _, dep := range strings.Fields(string(out)) {
-			if dep == pkg {
-				t.Errorf("cmd/kbgen links %s", pkg)
+	const mod = "github.com/gpu-mode/kbgen/"
+	generator := []string{mod + "pipelinegen", mod + "runner", mod + "examples", mod + "jobsource"}
+	for _, tt := range []struct {
+		pkg       string
+		forbidden []string
+	}{
+		{".", []string{mod + "internal/fakebuildkite", mod + "internal/e2e", "net/http/httptest"}},
+		{mod + "node", generator},
+		{mod + "qualify", generator},
+		{mod + "sandbox", generator},
+		{mod + "serve", []string{mod + "pipelinegen", mod + "examples"}},
+	} {
+		t.Run(tt.pkg, func(t *testing.T) {
+			t.Parallel()
+			out, err := exec.Command("go", "list", "-deps", tt.pkg).Output()
+			if err != nil {
+				t.Fatalf("go list -deps %s: %v", tt.pkg, err)
 			}
-		}
+			deps := strings.Fields(string(out))
+			for _, pkg := range tt.forbidden {
+				if slices.Contains(deps, pkg) {
+					t.Errorf("%s links %s", tt.pkg, pkg)
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
+	"github.com/gpu-mode/kbgen/jobenv"
 	"github.com/gpu-mode/kbgen/node"
 )
 
@@ -180,7 +181,7 @@ The same from a staged install, on any machine:
 }
 
 func (c *NodeEnvCmd) Run(g *Globals) error {
-	env, note, err := node.AgentJobEnv(context.Background(), node.EnvRequest{
+	env, note, err := jobenv.ForAgent(context.Background(), jobenv.Request{
 		Root: c.Root, Source: c.source(g, c.Queue), GPUIndex: c.GPUIndex, PlacementOnly: c.PlacementOnly,
 	})
 	if note != nil {

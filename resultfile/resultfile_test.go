@@ -1,4 +1,4 @@
-package runner
+package resultfile
 
 import (
 	"encoding/base64"
@@ -11,7 +11,7 @@ import (
 	"github.com/gpu-mode/kbgen/payload"
 )
 
-func TestWriteResult(t *testing.T) {
+func TestWrite(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "sub", "result.json")
 	zipBytes := []byte("PK\x03\x04 not really a zip")
@@ -19,7 +19,7 @@ func TestWriteResult(t *testing.T) {
 		"profile.0": {Profile: &payload.ProfileResult{Profiler: "ncu", Trace: base64.StdEncoding.EncodeToString(zipBytes)}},
 		"test":      {},
 	}}
-	files, err := WriteResult(out, res)
+	files, err := Write(out, res)
 	if err != nil {
 		t.Fatal(err)
 	}

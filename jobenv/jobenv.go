@@ -1,4 +1,4 @@
-package node
+package jobenv
 
 import (
 	"context"
@@ -7,25 +7,26 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/plugincfg"
 	"github.com/gpu-mode/kbgen/registry"
 )
 
-// JobEnv is what the gpu-docker hook sees besides the placement when an
-// eval step of p's queue runs on an agent: the step's plugin config (as the
+// Step is what the gpu-docker hook sees besides the placement when an eval
+// step of p's queue runs on an agent: the step's plugin config (as the
 // agent passes it, BUILDKITE_PLUGINS), the agent's queue tag, the step's
 // queue, and the built-in example job in test mode as the payload. With
-// the placement (Agent.Env) it is everything `kbgen sandbox` reads, so a
-// job can be reproduced by hand on the node:
+// the placement (node.Agent.Env) it is everything `kbgen sandbox` reads,
+// so a job can be reproduced by hand on the node:
 //
 //	eval "$(kbgen node env --gpu-index 3)" && kbgen sandbox --dry-run -- kbgen run
 //
 // The step is the one the generator makes (pipelinegen.PlanEval), so its
 // image and limits are the registry's. A plan with no queue, or a queue the
 // registry does not know, has no step to reproduce.
-func JobEnv(p *Plan, reg *registry.Registry) ([]EnvVar, error) {
+func Step(p *node.Plan, reg *registry.Registry) ([]node.EnvVar, error) {
 	if p.Queue == "" {
 		return nil, fmt.Errorf("the plan has no queue, so there is no step to reproduce: pass --queue, or install the node first (kbgen node install)")
 	}
@@ -45,31 +46,31 @@ func JobEnv(p *Plan, reg *registry.Registry) ([]EnvVar, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []EnvVar{
-		{contract.EnvPlugins, string(plugins)},
-		{contract.EnvAgentQueue, v.Queue},
-		{contract.EnvQueue, v.Queue},
-		{contract.EnvRunID, "by-hand"},
-		{contract.EnvPayload, in.Encoded},
+	return []node.EnvVar{
+		{Name: contract.EnvPlugins, Value: string(plugins)},
+		{Name: contract.EnvAgentQueue, Value: v.Queue},
+		{Name: contract.EnvQueue, Value: v.Queue},
+		{Name: contract.EnvRunID, Value: "by-hand"},
+		{Name: contract.EnvPayload, Value: in.Encoded},
 	}, nil
 }
 
-// EnvRequest is `kbgen node env`: the agent of GPU GPUIndex in the plan
+// Request is `kbgen node env`: the agent of GPU GPUIndex in the plan
 // installed under Root (or Source planned afresh), and whether to leave
 // out the step and job (PlacementOnly).
-type EnvRequest struct {
+type Request struct {
 	Root          string
-	Source        Source
+	Source        node.Source
 	GPUIndex      int
 	PlacementOnly bool
 }
 
-// AgentJobEnv is what a job on one agent sees: its placement, then (unless
-// PlacementOnly) JobEnv. No step to reproduce is not a failure, since the
+// ForAgent is what a job on one agent sees: its placement, then (unless
+// PlacementOnly) Step. No step to reproduce is not a failure, since the
 // placement is still worth having: note says why it is missing. An agent
 // the plan lacks carries exitcode.Usage.
-func AgentJobEnv(ctx context.Context, req EnvRequest) (env []EnvVar, note, err error) {
-	p, err := LoadOrPlan(ctx, req.Root, req.Source)
+func ForAgent(ctx context.Context, req Request) (env []node.EnvVar, note, err error) {
+	p, err := node.LoadOrPlan(ctx, req.Root, req.Source)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -81,10 +82,10 @@ func AgentJobEnv(ctx context.Context, req EnvRequest) (env []EnvVar, note, err e
 	if req.PlacementOnly {
 		return env, nil, nil
 	}
-	reg, err := LoadRegistry(req.Source.Vendors)
+	reg, err := node.LoadRegistry(req.Source.Vendors)
 	if err != nil {
 		return nil, nil, err
 	}
-	job, note := JobEnv(p, reg)
+	job, note := Step(p, reg)
 	return append(env, job...), note, nil
 }

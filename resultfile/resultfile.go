@@ -1,4 +1,4 @@
-package runner
+package resultfile
 
 import (
 	"bytes"
@@ -12,13 +12,13 @@ import (
 	"github.com/gpu-mode/kbgen/payload"
 )
 
-// WriteResult writes the FullResult JSON to out and each profile trace to
+// Write writes the FullResult JSON to out and each profile trace to
 // profile_data/<run>.zip beside it, and returns the files written,
 // relative to out's directory (result.json first). The
 // JSON is written to a temporary file and renamed, so a reader never sees
 // half a result.
-func WriteResult(out string, res *payload.FullResult) ([]string, error) {
-	b, err := MarshalResult(res)
+func Write(out string, res *payload.FullResult) ([]string, error) {
+	b, err := Marshal(res)
 	if err != nil {
 		return nil, err
 	}
@@ -64,9 +64,9 @@ func WriteProfiles(dir string, res *payload.FullResult) ([]string, error) {
 	return files, nil
 }
 
-// MarshalResult is the result.json text: indented, and with <, > and &
+// Marshal is the result.json text: indented, and with <, > and &
 // left as they are (Go would escape them; Python's json does not).
-func MarshalResult(res *payload.FullResult) ([]byte, error) {
+func Marshal(res *payload.FullResult) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -77,9 +77,9 @@ func MarshalResult(res *payload.FullResult) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// ResultFiles lists an existing result's files as WriteResult returned
+// List lists an existing result's files as Write returned
 // them: out's name, then the profile traces in profile_data/ beside it.
-func ResultFiles(out string) []string {
+func List(out string) []string {
 	files := []string{filepath.Base(out)}
 	zips, _ := filepath.Glob(filepath.Join(filepath.Dir(out), contract.ProfileDir, "*.zip"))
 	for _, z := range zips {
