@@ -23,7 +23,7 @@ import (
 //
 //	eval "$(kbgen node env --gpu-index 3)" && kbgen sandbox --dry-run -- kbgen run
 //
-// The step is the one the generator makes (pipelinegen.PlanEval), so its
+// The step is the one the generator makes (pipelinegen.EvalFor), so its
 // image and limits are the registry's. A plan with no queue, or a queue the
 // registry does not know, has no step to reproduce.
 func Step(p *node.Plan, reg *registry.Registry) ([]node.EnvVar, error) {
@@ -38,7 +38,7 @@ func Step(p *node.Plan, reg *registry.Registry) ([]node.EnvVar, error) {
 	if err != nil {
 		return nil, err
 	}
-	eval, err := pipelinegen.PlanEval(pipelinegen.Job{Input: in, RunID: "by-hand", Queue: v.Queue}, v, pipelinegen.Options{})
+	eval, err := pipelinegen.EvalFor(pipelinegen.Job{Input: in, RunID: "by-hand", Queue: v.Queue}, v, pipelinegen.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -319,7 +319,7 @@ func (d *Doctor) checkIsolation(ctx context.Context, p *Plan, a *Agent, dockerOK
 		Command:      []string{"sh", "-c", probeScript},
 		RunnerBinary: d.RunnerBinary,
 		NoGPU:        d.NoGPU,
-	}.Plan()
+	}.DockerRun()
 	if err != nil {
 		return fail(name, "sandbox refuses this agent's placement: %v", err)
 	}

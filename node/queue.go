@@ -21,7 +21,7 @@ func (e *QueueMismatchError) Error() string { return e.Msg }
 // may be updated after the node); a Kubernetes queue or one of another
 // runtime is a *QueueMismatchError. An alias ("h100") becomes the
 // canonical queue ("nvidia-h100"), with a note: steps target the canonical
-// name (pipelinegen.PlanEval), so agents tagged with an alias would never
+// name (pipelinegen.EvalFor), so agents tagged with an alias would never
 // get a job. A plan with no queue passes.
 func CheckQueue(p *Plan, reg *registry.Registry) error {
 	if p.Queue == "" {

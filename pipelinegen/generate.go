@@ -56,13 +56,13 @@ const (
 	maxPriority     = 100
 )
 
-// PlanEval decides the eval step for job on vendor v, as typed fields
+// EvalFor decides the eval step for job on vendor v, as typed fields
 // (queue, timeout, priority, plugin config, env): what Generate emits and
 // what `kbgen local` runs under. A job or build env
 // it cannot run (a bad KERNELBOT_PRIORITY or KERNELBOT_IMAGE, more GPUs
 // than the queue gives, a run id that is not UTF-8, a timeout beyond the
 // vendor's) is a *payload.Error: the job's fault, never retried.
-func PlanEval(job Job, v *registry.Vendor, opts Options) (*steps.Eval, error) {
+func EvalFor(job Job, v *registry.Vendor, opts Options) (*steps.Eval, error) {
 	if job.Input == nil || job.Input.Config == nil {
 		return nil, errors.New("generate: no job")
 	}
@@ -201,9 +201,9 @@ func modeNames(ms []payload.Mode) string {
 }
 
 // Generate builds the pipeline for job on vendor v: the one eval step
-// PlanEval decides. Its errors are PlanEval's.
+// EvalFor decides. Its errors are EvalFor's.
 func Generate(job Job, v *registry.Vendor, opts Options) (*pipeline.Pipeline, error) {
-	eval, err := PlanEval(job, v, opts)
+	eval, err := EvalFor(job, v, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -248,7 +248,7 @@ func TestShapeRefusals(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			eval, err := PlanEval(Job{Input: tc.job(t)}, mustVendor(t, tc.queue), Options{})
+			eval, err := EvalFor(Job{Input: tc.job(t)}, mustVendor(t, tc.queue), Options{})
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -297,9 +297,9 @@ func TestRunIDMustBeUTF8(t *testing.T) {
 	}
 }
 
-// TestPlanEvalIsWhatGenerateEmits: the typed eval step (what kbgen local
+// TestEvalForIsWhatGenerateEmits: the typed eval step (what kbgen local
 // runs under) and the emitted step agree on queue, timeout and priority.
-func TestPlanEvalIsWhatGenerateEmits(t *testing.T) {
+func TestEvalForIsWhatGenerateEmits(t *testing.T) {
 	t.Parallel()
 	reg, err := registry.Load("")
 	if err != nil {
@@ -314,13 +314,13 @@ func TestPlanEvalIsWhatGenerateEmits(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := Job{Input: in, RunID: "r1", Queue: v.Queue, Priority: "7"}
-	e, err := PlanEval(job, v, Options{})
+	e, err := EvalFor(job, v, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want, _ := StepTimeoutMinutes(in.Config, v)
 	if e.Queue != v.Queue || e.TimeoutMinutes != want || e.Timeout() != time.Duration(want)*time.Minute || e.Priority != 7 {
-		t.Errorf("PlanEval: queue %q timeout %d (%s) priority %d", e.Queue, e.TimeoutMinutes, e.Timeout(), e.Priority)
+		t.Errorf("EvalFor: queue %q timeout %d (%s) priority %d", e.Queue, e.TimeoutMinutes, e.Timeout(), e.Priority)
 	}
 	p, err := Generate(job, v, Options{})
 	if err != nil {

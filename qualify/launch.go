@@ -52,7 +52,7 @@ func (d *Docker) spec(a node.Agent, name string, args []string) (*sandbox.Spec, 
 		Command:      append([]string{sandbox.ContainerRunner, "node", "calibrate"}, args...),
 		RunnerBinary: d.RunnerBinary,
 		NoGPU:        d.NoGPU,
-	}.Plan()
+	}.DockerRun()
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox refuses %s's placement: %w", a.ID, err)
 	}

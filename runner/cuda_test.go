@@ -48,7 +48,7 @@ func cuJob(mode payload.Mode) *payload.Config {
 
 func TestCUDACompileAndRun(t *testing.T) {
 	argvLog := filepath.Join(t.TempDir(), "argv")
-	res, err := evaluate(t, cuJob(payload.ModeTest), func(o *Options) { o.Environ = standIns(t, "NVCC_ARGV_LOG="+argvLog) })
+	res, err := evaluate(t, cuJob(payload.ModeTest), func(o *EvalOptions) { o.Environ = standIns(t, "NVCC_ARGV_LOG="+argvLog) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestCUDANativeArchAndFailures(t *testing.T) {
 	t.Run("compile error", func(t *testing.T) {
 		cfg := cuJob(payload.ModeLeaderboard)
 		cfg.Sources["submission.cu"] = "#error nope\n"
-		res, err := evaluate(t, cfg, func(o *Options) { o.Environ = standIns(t) })
+		res, err := evaluate(t, cfg, func(o *EvalOptions) { o.Environ = standIns(t) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestCUDANativeArchAndFailures(t *testing.T) {
 		}
 	})
 	t.Run("no nvcc", func(t *testing.T) {
-		res, err := evaluate(t, cuJob(payload.ModeTest), func(o *Options) { o.Environ = []string{"PATH=" + t.TempDir()} })
+		res, err := evaluate(t, cuJob(payload.ModeTest), func(o *EvalOptions) { o.Environ = []string{"PATH=" + t.TempDir()} })
 		if err != nil || !res.Success {
 			t.Fatalf("a missing nvcc is a result, not a runner failure: %v", err)
 		}
@@ -115,7 +115,7 @@ func TestCUDANativeArchAndFailures(t *testing.T) {
 	t.Run("missing include dir", func(t *testing.T) {
 		cfg := cuJob(payload.ModeTest)
 		cfg.IncludeDirs = []string{"/nonexistent/ThunderKittens/include"}
-		_, err := evaluate(t, cfg, func(o *Options) { o.Environ = standIns(t) })
+		_, err := evaluate(t, cfg, func(o *EvalOptions) { o.Environ = standIns(t) })
 		if FaultOf(err) != FaultJob || !strings.Contains(err.Error(), "does not exist") {
 			t.Errorf("fault %v: %v", FaultOf(err), err)
 		}
@@ -125,7 +125,7 @@ func TestCUDANativeArchAndFailures(t *testing.T) {
 func TestProfileWithNcu(t *testing.T) {
 	argvLog := filepath.Join(t.TempDir(), "ncu-argv")
 	cuda := payload.SystemInfo{GPU: "NVIDIA H100", DeviceCount: 1, Runtime: "CUDA"}
-	res, err := evaluate(t, cuJob(payload.ModeProfile), func(o *Options) {
+	res, err := evaluate(t, cuJob(payload.ModeProfile), func(o *EvalOptions) {
 		o.Environ = standIns(t, "NCU_ARGV_LOG="+argvLog)
 		o.Probe = FixedProbe(cuda, true)
 	})
@@ -164,7 +164,7 @@ func TestProfileOfACrashingRunHasNoTrace(t *testing.T) {
 	cuda := payload.SystemInfo{GPU: "NVIDIA H100", DeviceCount: 1, Runtime: "CUDA"}
 	cfg := cuJob(payload.ModeProfile)
 	cfg.Benchmarks = cfg.Benchmarks[:1]
-	res, err := evaluate(t, cfg, func(o *Options) {
+	res, err := evaluate(t, cfg, func(o *EvalOptions) {
 		o.Environ = standIns(t, "POPCORN_TEST_EXIT=3")
 		o.Probe = FixedProbe(cuda, true)
 	})
@@ -205,7 +205,7 @@ exec "$@"
 	rocm := payload.SystemInfo{GPU: "AMD Instinct MI300X", DeviceCount: 1, Runtime: "ROCm"}
 	cfg := cuJob(payload.ModeProfile)
 	cfg.Benchmarks = cfg.Benchmarks[:1]
-	res, err := evaluate(t, cfg, func(o *Options) { o.Environ = env; o.Probe = FixedProbe(rocm, true) })
+	res, err := evaluate(t, cfg, func(o *EvalOptions) { o.Environ = env; o.Probe = FixedProbe(rocm, true) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestCUDAUnrunnableBinaryIsAResult(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "nvcc"), []byte("#!/bin/sh\n[ \"$1\" = --version ] && echo v1\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	res, err := evaluate(t, cuJob(payload.ModeTest), func(o *Options) { o.Environ = []string{"PATH=" + bin + ":/usr/bin:/bin"} })
+	res, err := evaluate(t, cuJob(payload.ModeTest), func(o *EvalOptions) { o.Environ = []string{"PATH=" + bin + ":/usr/bin:/bin"} })
 	if err != nil {
 		t.Fatalf("a missing eval.out is the job's result, not a runner failure: %v", err)
 	}

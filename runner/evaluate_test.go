@@ -229,7 +229,7 @@ func TestTimeoutKillsTheWholeTree(t *testing.T) {
 func TestWarmupTimeoutIsNotFatal(t *testing.T) {
 	needPython(t)
 	cfg := pyJob(payload.ModeTest, verdictPy(0, "check: pass"), "import time\nif __name__ == '__main__':\n    time.sleep(60)\n")
-	res, err := evaluate(t, cfg, func(o *Options) { o.CompileTimeout = time.Second })
+	res, err := evaluate(t, cfg, func(o *EvalOptions) { o.CompileTimeout = time.Second })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestBadJobs(t *testing.T) {
 	for name, cfg := range map[string]*payload.Config{"missing main": noMain, "escaping name": escape, "absolute name": abs} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			res, err := evaluate(t, cfg, func(o *Options) { o.WorkDir = dir })
+			res, err := evaluate(t, cfg, func(o *EvalOptions) { o.WorkDir = dir })
 			if FaultOf(err) != FaultJob || res.Success || res.Error == "" || len(res.Runs) != 0 {
 				t.Fatalf("fault %v, result %+v", FaultOf(err), res)
 			}
@@ -279,7 +279,7 @@ func TestBadJobs(t *testing.T) {
 func TestMachineFaults(t *testing.T) {
 	needPython(t)
 	t.Run("no GPU with require-gpu", func(t *testing.T) {
-		res, err := evaluate(t, pyJob(payload.ModeTest, verdictPy(0, "check: pass"), ""), func(o *Options) { o.RequireGPU = true })
+		res, err := evaluate(t, pyJob(payload.ModeTest, verdictPy(0, "check: pass"), ""), func(o *EvalOptions) { o.RequireGPU = true })
 		if FaultOf(err) != FaultMachine || res.Success || !strings.Contains(res.Error, "no GPU visible") {
 			t.Fatalf("fault %v err %v", FaultOf(err), err)
 		}
@@ -290,7 +290,7 @@ func TestMachineFaults(t *testing.T) {
 		slow := &Probe{done: make(chan struct{}), info: testSystem}
 		time.AfterFunc(500*time.Millisecond, func() { close(slow.done) })
 		start := time.Now()
-		res, err := evaluate(t, example(t, "vectoradd", "hang", payload.ModeTest), func(o *Options) {
+		res, err := evaluate(t, example(t, "vectoradd", "hang", payload.ModeTest), func(o *EvalOptions) {
 			o.RequireGPU = true
 			o.Probe = slow
 		})
@@ -302,7 +302,7 @@ func TestMachineFaults(t *testing.T) {
 		}
 	})
 	t.Run("GPU present with require-gpu", func(t *testing.T) {
-		_, err := evaluate(t, pyJob(payload.ModeTest, verdictPy(0, "check: pass"), ""), func(o *Options) {
+		_, err := evaluate(t, pyJob(payload.ModeTest, verdictPy(0, "check: pass"), ""), func(o *EvalOptions) {
 			o.RequireGPU = true
 			o.Probe = FixedProbe(payload.SystemInfo{GPU: "Test GPU", DeviceCount: 1, Runtime: "CUDA"}, true)
 		})
@@ -352,7 +352,7 @@ func TestCancelStopsTheRun(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("received terminated")) })
 	start := time.Now()
-	res, err := Evaluate(ctx, cfg, Options{WorkDir: t.TempDir(), Environ: os.Environ(), Probe: FixedProbe(testSystem, false)})
+	res, err := Evaluate(ctx, cfg, EvalOptions{WorkDir: t.TempDir(), Environ: os.Environ(), Probe: FixedProbe(testSystem, false)})
 	if FaultOf(err) != FaultCanceled || res.Success || !strings.Contains(res.Error, "received terminated") {
 		t.Fatalf("fault %v: %v", FaultOf(err), err)
 	}

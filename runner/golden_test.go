@@ -95,7 +95,7 @@ func TestGoldenResults(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			res, _ := evaluate(t, sc.cfg, func(o *Options) {
+			res, _ := evaluate(t, sc.cfg, func(o *EvalOptions) {
 				o.WorkDir = dir
 				o.Environ = standIns(t)
 				o.Probe = FixedProbe(sc.system, sc.system.GPU != "")

@@ -219,7 +219,7 @@ func TestSubmissionEnvironmentIsAllowListed(t *testing.T) {
 	}
 	environ := append(os.Environ(), secrets...)
 	environ = append(environ, "CUDA_VISIBLE_DEVICES=0", "TORCH_CUDA_ARCH_LIST=9.0")
-	res, err := evaluate(t, example(t, "identity", "cheat-env", payload.ModeTest), func(o *Options) { o.Environ = environ })
+	res, err := evaluate(t, example(t, "identity", "cheat-env", payload.ModeTest), func(o *EvalOptions) { o.Environ = environ })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ os.write(int(os.environ['POPCORN_FD']), b'check: pass\n')
 `
 	dir := t.TempDir()
 	start := time.Now()
-	res, err := evaluate(t, pyJob(payload.ModeTest, evalPy, ""), func(o *Options) { o.WorkDir = dir })
+	res, err := evaluate(t, pyJob(payload.ModeTest, evalPy, ""), func(o *EvalOptions) { o.WorkDir = dir })
 	if err != nil {
 		t.Fatal(err)
 	}

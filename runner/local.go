@@ -60,7 +60,7 @@ func Local(ctx context.Context, o LocalOptions) (*payload.FullResult, error) {
 	if err != nil {
 		return nil, exitcode.With(ExitCode(err), err)
 	}
-	res, runErr := Evaluate(ctx, in.Config, Options{WorkDir: o.WorkDir, Environ: slices.Clone(o.Environ), Probe: probe, MaxTimeout: step.Timeout(), Log: o.Log})
+	res, runErr := Evaluate(ctx, in.Config, EvalOptions{WorkDir: o.WorkDir, Environ: slices.Clone(o.Environ), Probe: probe, MaxTimeout: step.Timeout(), Log: o.Log})
 	if o.Log != nil {
 		WriteSummary(o.Log, in.Config.Mode, res)
 	}
@@ -86,7 +86,7 @@ func (o LocalOptions) evalStep(in *payload.Input) (*steps.Eval, error) {
 	if err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
 	}
-	return pipelinegen.PlanEval(pipelinegen.Job{Input: in, RunID: "local", Queue: vendor.Queue}, vendor, pipelinegen.Options{})
+	return pipelinegen.EvalFor(pipelinegen.Job{Input: in, RunID: "local", Queue: vendor.Queue}, vendor, pipelinegen.Options{})
 }
 
 // write writes res to o.Out, or its JSON to o.Stdout.

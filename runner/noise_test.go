@@ -41,7 +41,7 @@ func TestNoiseBracketsOnlyTimedRuns(t *testing.T) {
 	} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			log := &bracketLog{}
-			res, err := evaluate(t, example(t, "vectoradd", "submission", tc.mode), func(o *Options) { o.Noise = log })
+			res, err := evaluate(t, example(t, "vectoradd", "submission", tc.mode), func(o *EvalOptions) { o.Noise = log })
 			if err != nil || !res.Success {
 				t.Fatalf("runner failed: %v", err)
 			}

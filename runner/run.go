@@ -34,13 +34,13 @@ type RunOptions struct {
 	// Out is where result.json goes; it is written whatever happens,
 	// once the options themselves are sound.
 	Out string
-	// WorkDir, Keep: as in Options.
+	// WorkDir, Keep: as in EvalOptions.
 	WorkDir string
 	Keep    bool
 	// SystemFile, when set, holds the SystemInfo JSON to report instead
 	// of probing the machine (tests).
 	SystemFile string
-	// RequireGPU: as in Options; contract.EnvRequireGPU in Environ sets it
+	// RequireGPU: as in EvalOptions; contract.EnvRequireGPU in Environ sets it
 	// too.
 	RequireGPU bool
 	// NoUpload: never publish, even with buildkite-agent on PATH.
@@ -155,8 +155,8 @@ func (o RunOptions) job() (*payload.Input, error) {
 	return in, nil
 }
 
-func (o RunOptions) evalOptions(probe *Probe) Options {
-	return Options{
+func (o RunOptions) evalOptions(probe *Probe) EvalOptions {
+	return EvalOptions{
 		WorkDir:    o.WorkDir,
 		Environ:    slices.Clone(o.Environ),
 		Probe:      probe,

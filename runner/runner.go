@@ -18,8 +18,8 @@ import (
 // nvcc each get this long.
 const CompileTimeout = 120 * time.Second
 
-// Options configure one evaluation.
-type Options struct {
+// EvalOptions configure one evaluation.
+type EvalOptions struct {
 	// WorkDir is where the job's files are written; it is created if
 	// missing, and each run gets fresh sub-directories in it. "" means a
 	// new temporary directory, removed afterwards.
@@ -63,7 +63,7 @@ type NoiseObserver interface {
 // One Evaluate at a time per process: to catch what a harness leaves
 // behind, it kills every child of this process that it did not start
 // itself (the runner is a subreaper, so orphans become its children).
-func Evaluate(ctx context.Context, cfg *payload.Config, opts Options) (*payload.FullResult, error) {
+func Evaluate(ctx context.Context, cfg *payload.Config, opts EvalOptions) (*payload.FullResult, error) {
 	probe := opts.Probe
 	if probe == nil {
 		probe = StartProbe(ctx, SubmissionEnv(opts.Environ, nil))
@@ -82,7 +82,7 @@ func Evaluate(ctx context.Context, cfg *payload.Config, opts Options) (*payload.
 
 type evaluation struct {
 	cfg   *payload.Config
-	opts  Options
+	opts  EvalOptions
 	probe *Probe
 	runs  map[string]payload.EvalResult
 }
@@ -212,7 +212,7 @@ func (e *evaluation) one(ctx context.Context, key string, mode payload.Mode, cas
 	return ctx.Err()
 }
 
-// timeout is the mode's timeout, capped by Options.MaxTimeout.
+// timeout is the mode's timeout, capped by EvalOptions.MaxTimeout.
 func (e *evaluation) timeout(mode payload.Mode) time.Duration {
 	t := e.cfg.ModeTimeout(mode)
 	if e.opts.MaxTimeout > 0 && t > e.opts.MaxTimeout {

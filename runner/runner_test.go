@@ -45,9 +45,9 @@ func example(t *testing.T, name, submission string, mode payload.Mode) *payload.
 
 // evaluate runs cfg with test options and checks that nothing of the job
 // outlives the evaluation.
-func evaluate(t *testing.T, cfg *payload.Config, mutate ...func(*Options)) (*payload.FullResult, error) {
+func evaluate(t *testing.T, cfg *payload.Config, mutate ...func(*EvalOptions)) (*payload.FullResult, error) {
 	t.Helper()
-	opts := Options{
+	opts := EvalOptions{
 		WorkDir: t.TempDir(),
 		Environ: os.Environ(),
 		Probe:   FixedProbe(testSystem, false),

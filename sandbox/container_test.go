@@ -73,7 +73,7 @@ func runInSandbox(t *testing.T, cfg plugincfg.GPUDocker, script string) containe
 	if err := stage.Create("eJx-payload-" + plantedSecret); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := Plan(cfg, pl, LocalHost(), Options{
+	spec, err := DockerRun(cfg, pl, LocalHost(), Options{
 		Name: name, Command: []string{"sh", "-c", script}, RunnerBinary: kbgen,
 		PayloadFile: stage.PayloadFile, Env: ContainerEnv(lookup(hostEnv)), NoGPU: true,
 	})
@@ -300,7 +300,7 @@ func plannedSpec(t *testing.T, image, name, script string) *Spec {
 	if err := stage.Create(""); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := Plan(plugincfg.GPUDocker{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
+	spec, err := DockerRun(plugincfg.GPUDocker{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
 		Name: ContainerName(name), Command: []string{"sh", "-c", script}, RunnerBinary: kbgenbin.Path(t), NoGPU: true,
 	})
 	if err != nil {
@@ -330,7 +330,7 @@ func TestContainerStaleAndSignals(t *testing.T) {
 	if err := stage.Create(""); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := Plan(plugincfg.GPUDocker{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
+	spec, err := DockerRun(plugincfg.GPUDocker{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
 		Name: name, Command: []string{"sh", "-c", "echo started; sleep 300"}, RunnerBinary: kbgen, NoGPU: true,
 	})
 	if err != nil {

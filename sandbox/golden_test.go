@@ -121,7 +121,7 @@ func planText(env map[string]string, host Host) string {
 	}
 	name := ContainerName(env["BUILDKITE_JOB_ID"])
 	stage := NewStage("/var/lib/buildkite-agent/tmp", name, true)
-	s, err := Plan(cfg, pl, host, Options{
+	s, err := DockerRun(cfg, pl, host, Options{
 		Name:         name,
 		Command:      strings.Fields(env["BUILDKITE_COMMAND"]),
 		RunnerBinary: "/usr/local/bin/kbgen",

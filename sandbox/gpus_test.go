@@ -80,7 +80,7 @@ func TestGrantGPUs(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig(tt.rt)
 			cfg.GPUs, cfg.CPUs = tt.gpus, 0
-			s, err := Plan(cfg, mustPlacement(t, tt.env), host, testOptions())
+			s, err := DockerRun(cfg, mustPlacement(t, tt.env), host, testOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func TestGrantGPUsRefuses(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig(tt.rt)
 			cfg.GPUs, cfg.CPUs = tt.gpus, 0
-			_, err := Plan(cfg, mustPlacement(t, tt.env), host, testOptions())
+			_, err := DockerRun(cfg, mustPlacement(t, tt.env), host, testOptions())
 			if !IsRefused(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want a refusal saying %q", err, tt.want)
 			}

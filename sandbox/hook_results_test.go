@@ -116,7 +116,7 @@ func TestBootstrapKilledJobResultsRemovedByNext(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for len(resultDirs(t, base)) == 0 {
 		if time.Now().After(deadline) {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			killTree(cmd.Process.Pid)
 			t.Fatal("the hook never made its results directory")
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -140,30 +140,40 @@ func TestBootstrapKilledJobResultsRemovedByNext(t *testing.T) {
 	}
 }
 
-// killTree SIGKILLs a process and every descendant. The bootstrap starts
-// each hook in a process group of its own, so a kill of the bootstrap's
-// group alone left the hook running: it died later of a broken pipe, ran
-// its EXIT trap and removed the directory itself, racing the next job
-// (which then had nothing to remove and said nothing). The tree is
-// stopped first so that nothing forks while it is walked.
+// killTree SIGKILLs a process and every descendant, as an agent host's
+// `kill -9` of a whole job would. The bootstrap starts each hook in a
+// process group (and, under its pty, a session) of its own, so a kill of
+// the bootstrap's group alone left the hook running: it died later of a
+// broken pipe, ran its EXIT trap and removed the directory itself, racing
+// the next job. One walk of the tree raced too (a loaded CI run saw the
+// directory gone): /proc/<pid>/task/*/children misses a child being
+// forked while SIGSTOP is still pending. So the tree is walked again,
+// stopping every process it finds, until a walk finds no new one; then
+// all are killed.
 func killTree(pid int) {
-	var all []int
-	var walk func(int)
-	walk = func(p int) {
-		_ = syscall.Kill(p, syscall.SIGSTOP)
-		all = append(all, p)
+	stopped := map[int]bool{}
+	var walk func(int) bool
+	walk = func(p int) bool {
+		fresh := !stopped[p]
+		if fresh {
+			_ = syscall.Kill(p, syscall.SIGSTOP)
+			stopped[p] = true
+		}
 		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
 		for _, f := range tasks {
 			b, _ := os.ReadFile(f)
 			for _, c := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(c); err == nil {
-					walk(n)
+				if n, err := strconv.Atoi(c); err == nil && walk(n) {
+					fresh = true
 				}
 			}
 		}
+		return fresh
 	}
-	walk(pid)
-	for _, p := range all {
+	for walk(pid) {
+		time.Sleep(10 * time.Millisecond) // let pending stops land
+	}
+	for p := range stopped {
 		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
 }

@@ -74,7 +74,7 @@ func TestContainerHostNoise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := Plan(cfg, pl, LocalHost(), Options{
+	spec, err := DockerRun(cfg, pl, LocalHost(), Options{
 		Name: name, Command: []string{"kbgen", "run"},
 		RunnerBinary: kbgen, PayloadFile: stage.PayloadFile, NoGPU: true,
 	})

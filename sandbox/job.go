@@ -114,7 +114,7 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if req.Host != nil {
 		host = *req.Host
 	}
-	spec, err := Plan(cfg, pl, host, Options{
+	spec, err := DockerRun(cfg, pl, host, Options{
 		Name:         name,
 		Command:      req.Command,
 		RunnerBinary: runner,

@@ -28,12 +28,12 @@ type OnPlacement struct {
 // Plan is the `docker run` of o: a one-GPU step's argv on the agent's
 // placement, with no job env. A placement the sandbox would refuse for a
 // step is refused here too.
-func (o OnPlacement) Plan() (*Spec, error) {
+func (o OnPlacement) DockerRun() (*Spec, error) {
 	pl, err := PlacementFromEnv(o.Placement)
 	if err != nil {
 		return nil, err
 	}
-	return Plan(plugincfg.GPUDocker{Image: o.Image, Runtime: o.Runtime, GPUs: 1}, pl, o.Host, Options{
+	return DockerRun(plugincfg.GPUDocker{Image: o.Image, Runtime: o.Runtime, GPUs: 1}, pl, o.Host, Options{
 		Name:         o.Name,
 		Command:      o.Command,
 		RunnerBinary: o.RunnerBinary,

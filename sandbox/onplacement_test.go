@@ -38,7 +38,7 @@ func TestOnPlacement(t *testing.T) {
 			s, err := OnPlacement{
 				Placement: contract.MapLookup(env), Image: "img:1", Runtime: contract.RuntimeNVIDIA, Host: host,
 				Name: "kbgen-doctor-gpu3", Command: []string{"sh", "-c", "true"}, RunnerBinary: "/usr/local/bin/kbgen", NoGPU: tt.noGPU,
-			}.Plan()
+			}.DockerRun()
 			if tt.wantErr != "" {
 				if err == nil || !IsRefused(err) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want a refusal mentioning %q", err, tt.wantErr)

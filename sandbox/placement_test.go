@@ -80,7 +80,7 @@ func TestCgroupParent(t *testing.T) {
 	if err != nil || p.CgroupParent != "kbgen-jobs.slice" {
 		t.Fatalf("PlacementFromEnv = %+v, %v", p, err)
 	}
-	s, err := Plan(testConfig("nvidia"), p, fakeHost(t, nil), testOptions())
+	s, err := DockerRun(testConfig("nvidia"), p, fakeHost(t, nil), testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestCgroupParent(t *testing.T) {
 		t.Errorf("--cgroup-parent = %q", got)
 	}
 	delete(env, contract.EnvCgroupParent)
-	if s, _ := Plan(testConfig("nvidia"), mustPlacement(t, env), fakeHost(t, nil), testOptions()); flagValues(s, "--cgroup-parent") != nil {
+	if s, _ := DockerRun(testConfig("nvidia"), mustPlacement(t, env), fakeHost(t, nil), testOptions()); flagValues(s, "--cgroup-parent") != nil {
 		t.Errorf("--cgroup-parent without a placement: %q", flagValues(s, "--cgroup-parent"))
 	}
 }

@@ -90,7 +90,7 @@ func flagValues(s *Spec, name string) []string {
 
 func TestPlanNVIDIA(t *testing.T) {
 	t.Parallel()
-	s, err := Plan(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), testOptions())
+	s, err := DockerRun(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestPlanNVIDIA(t *testing.T) {
 
 func TestPlanROCm(t *testing.T) {
 	t.Parallel()
-	s, err := Plan(testConfig("rocm"), mustPlacement(t, rocmPlacementEnv()), fakeHost(t, amdDevices), testOptions())
+	s, err := DockerRun(testConfig("rocm"), mustPlacement(t, rocmPlacementEnv()), fakeHost(t, amdDevices), testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestPlanNoGPU(t *testing.T) {
 		if rt == contract.RuntimeROCm {
 			env = rocmPlacementEnv()
 		}
-		s, err := Plan(testConfig(rt), mustPlacement(t, env), fakeHost(t, amdDevices), opts)
+		s, err := DockerRun(testConfig(rt), mustPlacement(t, env), fakeHost(t, amdDevices), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,11 +189,11 @@ func TestPlanNoGPUNeedsNoGPUPlacement(t *testing.T) {
 	delete(env, contract.EnvGPUUUID)
 	pl := mustPlacement(t, env)
 	opts := testOptions()
-	if _, err := Plan(testConfig(contract.RuntimeNVIDIA), pl, fakeHost(t, amdDevices), opts); !IsRefused(err) {
+	if _, err := DockerRun(testConfig(contract.RuntimeNVIDIA), pl, fakeHost(t, amdDevices), opts); !IsRefused(err) {
 		t.Fatalf("with the GPU and no KERNELBOT_GPU_UUID: %v, want a refusal", err)
 	}
 	opts.NoGPU = true
-	s, err := Plan(testConfig(contract.RuntimeNVIDIA), pl, fakeHost(t, amdDevices), opts)
+	s, err := DockerRun(testConfig(contract.RuntimeNVIDIA), pl, fakeHost(t, amdDevices), opts)
 	if err != nil {
 		t.Fatalf("NoGPU with no GPU placement: %v", err)
 	}
@@ -209,7 +209,7 @@ func TestPlanDefaults(t *testing.T) {
 	delete(env, contract.EnvPidsMax)
 	delete(env, contract.EnvShmMax)
 	env[contract.EnvMemory] = "4g"
-	s, err := Plan(cfg, mustPlacement(t, env), fakeHost(t, nil), testOptions())
+	s, err := DockerRun(cfg, mustPlacement(t, env), fakeHost(t, nil), testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestPlanSizes(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig(contract.RuntimeNVIDIA)
 			cfg.Memory, cfg.ShmSize = tt.memory, tt.shm
-			s, err := Plan(cfg, mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), testOptions())
+			s, err := DockerRun(cfg, mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), testOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -305,7 +305,7 @@ func TestPlanRefuses(t *testing.T) {
 			if tt.opts != nil {
 				tt.opts(&opts)
 			}
-			s, err := Plan(cfg, mustPlacement(t, env), host, opts)
+			s, err := DockerRun(cfg, mustPlacement(t, env), host, opts)
 			if err == nil {
 				t.Fatalf("planned:\n%s", s)
 			}
@@ -336,7 +336,7 @@ func TestRunnerCommand(t *testing.T) {
 	}{{[]string{"kbgen", "run"}, true}, {[]string{"sh", "-c", "kbgen run"}, false}} {
 		opts := testOptions()
 		opts.Command = tt.cmd
-		s, err := Plan(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), opts)
+		s, err := DockerRun(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,7 +402,7 @@ func TestPlanRequiresGPUOnlyWithGPUFlags(t *testing.T) {
 	for _, noGPU := range []bool{false, true} {
 		opts := testOptions()
 		opts.NoGPU = noGPU
-		s, err := Plan(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), opts)
+		s, err := DockerRun(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -241,7 +241,7 @@ func (s *Spec) ShmSize() string {
 // the `docker run` argv. It never grants more than the placement owns: a
 // request beyond it is a RefusedError, as is a GPU that is not there. A
 // config that cannot be read is a ConfigError.
-func Plan(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (*Spec, error) {
+func DockerRun(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (*Spec, error) {
 	if host.Stat == nil {
 		host.Stat = statDevice
 	}
