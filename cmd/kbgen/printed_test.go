@@ -40,7 +40,7 @@ var notHere = []struct {
 	{re: regexp.MustCompile(`kbgen node env`), reason: "reads this machine's GPUs: needs a GPU node (the lines reading a staged --root run)", unless: regexp.MustCompile(`--root [^/]`)},
 	{re: regexp.MustCompile(`kbgen node plan\s*($|#|--json)`), reason: "reads this machine's GPUs: needs a GPU node (the --sysfs line runs)"},
 	{re: regexp.MustCompile(`kbgen doctor`), reason: "checks a vendor node (the --buildkite lines run against the local Buildkite, the lines reading a staged --root run)", unless: regexp.MustCompile(`--buildkite|^kbgen doctor .*--root [^/]`)},
-	{re: regexp.MustCompile(`kbgen node qualify`), reason: "measures a vendor node's agents (a GPU node's plan, or an installed --root; qualify's own tests run it here)"},
+	{re: regexp.MustCompile(`kbgen node qualify`), reason: "measures this machine's GPU agents or an installed --root with the runner image: needs a GPU node (the lines on a fixture --sysfs run)", unless: regexp.MustCompile(`--sysfs node/testdata/`)},
 	{re: regexp.MustCompile(`kbgen generate --upload`), reason: "runs in a Buildkite job (buildkite-agent pipeline upload)"},
 	{re: regexp.MustCompile(`kbgen run --publish`), reason: "runs in a Buildkite job (the agent token)"},
 	{re: regexp.MustCompile(`kbgen serve`), reason: "a long-running service"},
@@ -119,11 +119,21 @@ func runPrinted(t *testing.T, line, prelude, docker, dir, shims string, fake *fa
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir, cmd.Env = dir, cmdEnv(shims, dir, fake)
 	out, _ := cmd.CombinedOutput()
+	got := cmd.ProcessState.ExitCode()
+	if strings.Contains(comment(line), "PASS or FAIL") {
+		// A measurement whose verdict is this machine's load (kbgen node
+		// qualify): it must run to a verdict, and its exit code must be
+		// that verdict's; a usage or setup error is neither.
+		if verdict := map[int]string{0: "\nPASS: ", 1: "\nFAIL: "}[got]; verdict == "" || !strings.Contains(string(out), verdict) {
+			t.Errorf("exit %d without the verdict it stands for (PASS: and 0, or FAIL: and 1); output:\n%s", got, tailLines(string(out), 30))
+		}
+		return
+	}
 	want := 0
 	if strings.Contains(comment(line), "fails") {
 		want = 1
 	}
-	if got := cmd.ProcessState.ExitCode(); got != want {
+	if got != want {
 		t.Errorf("exit %d, want %d; output:\n%s", got, want, tailLines(string(out), 30))
 	}
 }

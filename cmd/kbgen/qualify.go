@@ -47,6 +47,11 @@ an agent fails. The default run takes tens of seconds; raise --runs and
   kbgen node qualify --root /tmp/stage --image ghcr.io/gpu-mode/kbgen-runner-cuda:12.8.1 --no-gpu
   kbgen node qualify --floating                    # the unpinned setup, for comparison
 
+Rehearse it anywhere from a checkout, on the one-GPU fixture node (its one
+agent gets CPU 1 of this machine, so the verdict is this machine's):
+
+  kbgen node qualify --no-sandbox --sysfs node/testdata/rehearsal/sys --nvidia-smi node/testdata/rehearsal/nvidia-smi.csv --reserve-memory 1g --gpu off   # PASS or FAIL
+
 What a FAIL means: the named agents' timings cannot be trusted as they are
 (the verdict column says which threshold: CV, shift under load, steal). The
 vendor reads it first: the usual causes are a VM's steal (ask for dedicated
