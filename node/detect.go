@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 )
 
 // Runner runs a command and returns its standard output. Doctor and
@@ -111,7 +112,7 @@ func PlanMachine(ctx context.Context, m Machine, opts PlanOptions) (*Plan, error
 		if err != nil {
 			return nil, fmt.Errorf("listing MIG instances: %w", err)
 		}
-		migs, err := ParseMIG(list)
+		migs, err := nvsmi.ParseMIG(list)
 		if err != nil {
 			return nil, err
 		}

@@ -3,57 +3,19 @@ package node
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/cpulist"
-	"github.com/gpu-mode/kbgen/internal/lazyre"
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 	"github.com/gpu-mode/kbgen/internal/size"
 )
 
-// NvidiaListArgs is the query ParseMIG reads (`nvidia-smi -L`).
-var NvidiaListArgs = []string{"-L"}
-
-// MIGInstance is one MIG instance of a GPU, as `nvidia-smi -L` lists it.
-type MIGInstance struct {
-	Profile string // "1g.10gb"
-	UUID    string // "MIG-…"
-}
-
-var (
-	migGPULine = lazyre.New(`^GPU ([0-9]+): .*\(UUID: (GPU-[0-9a-fA-F-]+)\)`)
-	migLine    = lazyre.New(`^\s+MIG (\S+)\s+Device\s+[0-9]+: \(UUID: (MIG-[0-9a-fA-F-]+)\)`)
-)
-
-// ParseMIG reads `nvidia-smi -L`: each GPU line, then its MIG instances
-// indented below it (a GPU without MIG lists none). The result maps a
-// GPU index to its instances.
-//
-//	GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5a1c…)
-//	  MIG 1g.10gb     Device  0: (UUID: MIG-0e6c…)
-func ParseMIG(out []byte) (map[int][]MIGInstance, error) {
-	migs := map[int][]MIGInstance{}
-	gpu := -1
-	for line := range strings.Lines(string(out)) {
-		line = strings.TrimRight(line, "\r\n")
-		if m := migGPULine.FindStringSubmatch(line); m != nil {
-			gpu, _ = strconv.Atoi(m[1])
-			continue
-		}
-		if m := migLine.FindStringSubmatch(line); m != nil {
-			if gpu < 0 {
-				return nil, fmt.Errorf("nvidia-smi -L: MIG instance %s before any GPU line", m[2])
-			}
-			migs[gpu] = append(migs[gpu], MIGInstance{Profile: m[1], UUID: m[2]})
-		}
-	}
-	return migs, nil
-}
+// NvidiaListArgs is the query nvsmi.ParseMIG reads (`nvidia-smi -L`).
+var NvidiaListArgs = nvsmi.ListArgs
 
 // splitMIG replaces the agent of each GPU with MIG instances by one agent
 // per instance on queue: the GPU agent's whole cores and memory shared
 // out evenly (a MIG-enabled GPU cannot run a whole-GPU job anyway).
-func splitMIG(p *Plan, topo *Topology, migs map[int][]MIGInstance, queue string) error {
+func splitMIG(p *Plan, topo *Topology, migs map[int][]nvsmi.MIGInstance, queue string) error {
 	var out []Agent
 	for _, a := range p.Agents {
 		insts := migs[a.GPU.Index]

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 )
 
 // MaxIdleUsedMiB is the most device memory a leased GPU may have in use
@@ -49,8 +50,9 @@ type gpuProblem struct {
 	Msg string
 	// Foreign: a process is on the GPU (a reset fails, and the process
 	// is not the sandbox's to kill); Broken: a reset cannot help (the GPU
-	// is off the bus, a row remap failed).
-	Foreign, Broken bool
+	// is off the bus, a row remap failed); Shared: a MIG instance's, whose
+	// GPU other agents' instances share: never reset by one job.
+	Foreign, Broken, Shared bool
 }
 
 // Check refuses (75: the machine's fault, Buildkite retries elsewhere) a
@@ -60,9 +62,12 @@ type gpuProblem struct {
 // the machine's Xid errors since the last job, a row remap pending or
 // failed. AMD: a KFD queue of a process on it, memory in use, new
 // uncorrectable RAS errors, a GPU reset or ring timeout in the kernel log
-// since the last job. MIG instances are not checked (docs/isolation.md);
-// a node without nvidia-smi is logged and passes, since docker --gpus
-// fails there anyway.
+// since the last job. A MIG instance: its GPU's faults (ECC errors, Xids,
+// row remaps: the GPU's bus and memory are the instance's), never a reset
+// (other instances share the GPU); nvidia-smi's CSV queries report
+// processes and memory per GPU, not per instance, so those are not judged
+// (docs/isolation.md). A node without nvidia-smi is logged and passes,
+// since docker --gpus fails there anyway.
 func (c GPUCheck) Check(ctx context.Context, rt string, ids []string) error {
 	problems, err := c.problems(ctx, rt, ids)
 	if err != nil || len(problems) == 0 {
@@ -104,19 +109,22 @@ func describeProblems(problems []gpuProblem) string {
 	return strings.Join(msgs, "; ") + ": not clean"
 }
 
-// nvidiaProblems reads the leased whole GPUs with nvidia-smi and the
-// kernel log.
+// nvidiaProblems reads the leased GPUs and MIG instances with nvidia-smi
+// and the kernel log.
 func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProblem, error) {
-	var gpus []string
+	var gpus, migs []string
 	for _, id := range ids {
-		if strings.HasPrefix(id, "GPU-") {
+		switch {
+		case strings.HasPrefix(id, "GPU-"):
 			gpus = append(gpus, id)
+		case strings.HasPrefix(id, "MIG-"):
+			migs = append(migs, id)
 		}
 	}
-	if len(gpus) == 0 {
+	if len(gpus)+len(migs) == 0 {
 		return nil, nil
 	}
-	q, err := c.nvidiaQueries(ctx)
+	q, err := c.nvidiaQueries(ctx, len(migs) > 0)
 	if errors.Is(err, exec.ErrNotFound) {
 		c.logf("kbgen sandbox: clean-GPU check skipped: nvidia-smi is not on PATH")
 		return nil, nil
@@ -133,35 +141,54 @@ func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProble
 	for _, id := range gpus {
 		problems = append(problems, c.nvidiaGPU(id, rows[id], procs[id], q.remaps[id], klog)...)
 	}
+	parents := migParents(q.list)
+	for _, id := range migs {
+		problems = append(problems, c.nvidiaMIG(id, parents[id], rows, q.remaps, klog)...)
+	}
 	return problems, nil
+}
+
+// migParents maps each MIG instance `nvidia-smi -L` lists to its GPU.
+func migParents(list []byte) map[string]string {
+	parents := map[string]string{}
+	migs, _ := nvsmi.ParseMIG(list)
+	for _, insts := range migs {
+		for _, m := range insts {
+			parents[m.UUID] = m.Parent
+		}
+	}
+	return parents
 }
 
 // smiAnswers are nvidia-smi's answers to the check's three queries.
 type smiAnswers struct {
 	state, apps []byte
-	remaps      map[string][]string
+	// list is `nvidia-smi -L`, read only when a MIG instance is leased.
+	list   []byte
+	remaps map[string][]string
 	// remapErr: the row remapper could not be read (an older GPU or
 	// driver); logged, not judged.
 	remapErr error
 }
 
-// nvidiaQueries runs the three queries at once: each nvidia-smi start
-// costs tens of milliseconds (~80 ms on an H100, docs/performance.md).
-func (c GPUCheck) nvidiaQueries(ctx context.Context) (smiAnswers, error) {
+// nvidiaQueries runs the queries at once: each nvidia-smi start costs
+// tens of milliseconds (~80 ms on an H100, docs/performance.md). withList
+// adds `nvidia-smi -L`, which maps a MIG instance to its GPU.
+func (c GPUCheck) nvidiaQueries(ctx context.Context, withList bool) (smiAnswers, error) {
 	var q smiAnswers
-	var appsErr error
+	var appsErr, listErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		q.apps, appsErr = c.tool(ctx, "nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
 	})
 	wg.Go(func() { q.remaps, q.remapErr = c.remappedRows(ctx) })
+	if withList {
+		wg.Go(func() { q.list, listErr = c.tool(ctx, "nvidia-smi", nvsmi.ListArgs...) })
+	}
 	state, err := c.tool(ctx, "nvidia-smi", "--query-gpu=uuid,pci.bus_id,memory.used,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits")
 	wg.Wait()
 	q.state = state
-	if err == nil {
-		err = appsErr
-	}
-	return q, err
+	return q, errors.Join(err, appsErr, listErr)
 }
 
 // nvidiaGPU judges one GPU from its rows (nil: not listed). Every state
@@ -178,19 +205,48 @@ func (c GPUCheck) nvidiaGPU(id string, row, proc, remap []string, klog []kmsgRec
 	if used, err := strconv.Atoi(row[2]); err == nil && used > MaxIdleUsedMiB {
 		msgs = append(msgs, problem(id, "has %d MiB in use before the job (at most %d)", used, MaxIdleUsedMiB))
 	}
+	return append(msgs, c.gpuFaults(id, "", row, remap, klog)...)
+}
+
+// nvidiaMIG judges a MIG instance by its GPU (parent, "" when `nvidia-smi
+// -L` does not list the instance): the GPU's faults since this agent's
+// last job, each baseline kept under the instance's id (its agent's own).
+// Every problem is Shared: resetting the GPU would end its other
+// instances' jobs.
+func (c GPUCheck) nvidiaMIG(id, parent string, rows, remaps map[string][]string, klog []kmsgRecord) []gpuProblem {
+	if parent == "" {
+		return []gpuProblem{{GPU: id, Broken: true, Shared: true, Msg: "is not listed by nvidia-smi -L (MIG turned off, or the instance destroyed?)"}}
+	}
+	if rows[parent] == nil {
+		return []gpuProblem{{GPU: id, Broken: true, Shared: true, Msg: "is on GPU " + parent + ", which nvidia-smi does not list (fallen off the bus?)"}}
+	}
+	msgs := c.gpuFaults(id, "on GPU "+parent+" ", rows[parent], remaps[parent], klog)
+	for i := range msgs {
+		msgs[i].Shared = true
+	}
+	return msgs
+}
+
+// gpuFaults are a GPU's faults since the last job of id (the GPU, or a MIG
+// instance on it, whose message says "on GPU …" first: on): new
+// uncorrected ECC errors, the machine's Xids at its bus address, a row
+// remap pending or failed. Each baseline is read and recorded even when
+// an earlier fault already fails, so the next job's are today's.
+func (c GPUCheck) gpuFaults(id, on string, row, remap []string, klog []kmsgRecord) []gpuProblem {
+	var msgs []gpuProblem
 	if n := c.newCount(id, "ecc", row[3]); n > 0 {
-		msgs = append(msgs, problem(id, "has %d new uncorrected ECC error(s) since the last job", n))
+		msgs = append(msgs, problem(id, "%shas %d new uncorrected ECC error(s) since the last job", on, n))
 	}
 	if klog != nil {
 		for _, x := range xidsFor(kernelLogSince(klog, kernelLogFile(c.StateDir, id)), row[1]) {
-			msgs = append(msgs, problem(id, "reported Xid %d since the last job (%s)", x.Code, printable(x.Text)))
+			msgs = append(msgs, problem(id, "%sreported Xid %d since the last job (%s)", on, x.Code, printable(x.Text)))
 		}
 	}
 	if remap != nil && isYes(remap[1]) {
-		msgs = append(msgs, problem(id, "has a row remap pending: it needs a reset"))
+		msgs = append(msgs, problem(id, "%shas a row remap pending: it needs a reset", on))
 	}
 	if remap != nil && isYes(remap[2]) {
-		msgs = append(msgs, gpuProblem{GPU: id, Broken: true, Msg: "has had a row remap fail: its memory needs repair"})
+		msgs = append(msgs, gpuProblem{GPU: id, Broken: true, Msg: on + "has had a row remap fail: its memory needs repair"})
 	}
 	return msgs
 }

@@ -68,7 +68,6 @@ func TestGPUCheck(t *testing.T) {
 		{"a row remap failed", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", No, Yes\n", "", []string{cleanUUID}, "row remap fail"},
 		{"no remap on a neighbour's", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", No, No\n" + otherUUID + ", Yes, No\n", "", []string{cleanUUID}, ""},
 		{"two problems, both said", gpuRow(cleanUUID, "30000", "0"), cleanUUID + ", 4242, python3, 480\n", "", "", []string{cleanUUID}, "(pid 4242, python3); GPU " + cleanUUID + " has 30000 MiB"},
-		{"MIG instances are not checked", "", "", "", "", []string{"MIG-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -380,5 +379,65 @@ func TestJobRunRefusesADirtyGPU(t *testing.T) {
 	}
 	if locked(t, filepath.Join(env[contract.EnvLeaseDir], "gpu-"+cleanUUID+".lock")) {
 		t.Error("the refused job kept its lease")
+	}
+}
+
+// migUUID is a MIG instance of cleanUUID (migList), otherMIG one that
+// nvidia-smi -L does not list.
+const (
+	migUUID  = "MIG-0e6c1111-5d4b-5a3c-9b2a-1f0e9d8c7b61"
+	otherMIG = "MIG-0e6c9999-5d4b-5a3c-9b2a-1f0e9d8c7b69"
+)
+
+// migList is `nvidia-smi -L` of a GPU split into two MIG instances, as the
+// driver prints it (node/testdata/h100x8/nvidia-smi-mig.txt's shape).
+const migList = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: " + cleanUUID + ")\n" +
+	"  MIG 3g.40gb     Device  0: (UUID: MIG-0e6c0000-5d4b-5a3c-9b2a-1f0e9d8c7b60)\n" +
+	"  MIG 3g.40gb     Device  1: (UUID: " + migUUID + ")\n" +
+	"GPU 1: NVIDIA H100 80GB HBM3 (UUID: " + otherUUID + ")\n"
+
+// TestGPUCheckMIG: a MIG instance is judged by its GPU's faults since its
+// agent's last job (ECC errors, Xids at the GPU's bus, row remaps), each
+// counted under the instance's own baseline; a GPU busy with another
+// instance's job is not a fault of this one (nvidia-smi reports processes
+// and memory per GPU); an instance the driver no longer lists refuses;
+// and no fault of a MIG instance's is ever cleared by a reset, which
+// would end the other instances' jobs.
+func TestGPUCheckMIG(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, state, apps, remaps, ecc, kmsg string // ecc: the instance's last count; kmsg: its last record
+		id                                   string
+		want                                 string // "" passes
+	}{
+		{"clean", gpuRow(cleanUUID, "1", "0"), "", "", "", "", migUUID, ""},
+		{"the GPU busy with another instance's job", gpuRow(cleanUUID, "40000", "0"), cleanUUID + ", 4242, python3, 39000\n", "", "", "", migUUID, ""},
+		{"new ECC errors on its GPU", gpuRow(cleanUUID, "1", "5"), "", "", "3", "", migUUID, "GPU " + migUUID + " on GPU " + cleanUUID + " has 2 new uncorrected ECC error(s)"},
+		{"a row remap pending on its GPU", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", Yes, No\n", "", "", migUUID, "on GPU " + cleanUUID + " has a row remap pending"},
+		{"a machine Xid on its GPU's bus", gpuRow(cleanUUID, "1", "0"), "", "", "", "1001", migUUID, "on GPU " + cleanUUID + " reported Xid 79"},
+		{"not listed any more", gpuRow(cleanUUID, "1", "0"), "", "", "", "", otherMIG, "is not listed by nvidia-smi -L"},
+		{"its GPU off the bus", gpuRow(otherUUID, "1", "0"), "", "", "", "", migUUID, "which nvidia-smi does not list"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := standInSMI(t, tt.state, tt.apps, tt.remaps)
+			must(t, os.WriteFile(filepath.Join(path, "list.txt"), []byte(migList), 0o644))
+			state := t.TempDir()
+			if tt.ecc != "" {
+				must(t, os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".ecc"), []byte(tt.ecc), 0o644))
+			}
+			klog := emptyKernelLog(t)
+			if tt.kmsg != "" {
+				klog = "testdata/kmsg/nvidia-xid.txt"
+				must(t, os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".kmsg"), []byte(tt.kmsg+"\n"), 0o644))
+			}
+			c := GPUCheck{StateDir: state, KernelLog: klog, Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			err := c.Check(context.Background(), "nvidia", []string{tt.id})
+			wantRefusal(t, err, tt.want)
+			if tt.want != "" && !strings.Contains(err.Error(), "not cleared by a reset") {
+				t.Errorf("a MIG instance's fault was reset (or tried): %v", err)
+			}
+		})
 	}
 }

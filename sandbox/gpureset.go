@@ -40,7 +40,7 @@ func ResetArgv(rt contract.Runtime, gpu string) []string {
 
 // resettable: a reset may clear the problem.
 func (p gpuProblem) resettable() bool {
-	return !p.Foreign && !p.Broken
+	return !p.Foreign && !p.Broken && !p.Shared
 }
 
 // resetAll resets each GPU with a problem, all of them resettable, and
