@@ -3,9 +3,12 @@ package client
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
+	"text/tabwriter"
 
 	buildkite "github.com/buildkite/go-buildkite/v4"
 )
@@ -133,4 +136,48 @@ func (c *Client) listAgents(ctx context.Context) ([]buildkite.Agent, error) {
 		opt.Page = resp.NextPage
 	}
 	return out, nil
+}
+
+// WriteQueueTable writes queues as `kbgen queues` shows them: a row a
+// queue (agents, idle, busy, waiting builds, agent versions, agent names
+// with busy ones starred), then the legend.
+func WriteQueueTable(w io.Writer, qs []QueueStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tAGENTS\tIDLE\tBUSY\tWAITING\tVERSIONS\tAGENT NAMES")
+	for _, q := range qs {
+		versions := map[string]bool{}
+		var names []string
+		for _, a := range q.Agents {
+			versions[a.Version] = true
+			names = append(names, a.Name+agentMark(a))
+		}
+		vs := slices.Sorted(maps.Keys(versions))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", q.Queue, q.Total, q.Idle, q.Busy, q.Waiting, dash(strings.Join(vs, ",")), dash(strings.Join(names, ", ")))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(qs) > 0 {
+		_, err := fmt.Fprintln(w, "(* busy; WAITING: builds submitted to the queue that no agent runs yet)")
+		return err
+	}
+	return nil
+}
+
+// agentMark is how the table marks a busy or a paused agent.
+func agentMark(a Agent) string {
+	switch {
+	case a.Busy:
+		return "*"
+	case a.Paused:
+		return " (paused)"
+	}
+	return ""
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

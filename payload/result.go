@@ -133,3 +133,29 @@ func (r *FullResult) ImpliedMode() Mode {
 	}
 	return ModeTest
 }
+
+// AllPassed reports whether the runner succeeded and every run it made
+// passed: the annotation's style, `kbgen local`'s exit code.
+func (r *FullResult) AllPassed() bool {
+	if !r.Success || len(r.Runs) == 0 {
+		return false
+	}
+	for _, run := range r.Runs {
+		if run.Run == nil || !run.Run.Passed {
+			return false
+		}
+	}
+	return true
+}
+
+// Describe is the one-line state of a result: the runner's line on what
+// it wrote, and the sandbox's on what it vouched for.
+func (r *FullResult) Describe() string {
+	switch {
+	case !r.Success:
+		return "runner failed: " + r.Error
+	case r.AllPassed():
+		return "evaluated; all runs passed"
+	}
+	return "evaluated; not all runs passed"
+}

@@ -50,7 +50,7 @@ func TestHarnessTimesFromOutside(t *testing.T) {
 	for _, mode := range []payload.Mode{payload.ModeBenchmark, payload.ModeLeaderboard} {
 		t.Run(string(mode), func(t *testing.T) {
 			res, err := evaluate(t, example(t, "identity", "cheat-timer", mode))
-			if err != nil || !AllPassed(res) {
+			if err != nil || !res.AllPassed() {
 				t.Fatalf("a correct kernel failed: %v %+v", err, res.Runs)
 			}
 			for key, run := range res.Runs {
@@ -71,7 +71,7 @@ func TestHarnessTimesFromOutside(t *testing.T) {
 func TestHonestIdentityPasses(t *testing.T) {
 	needPython(t)
 	res, err := evaluate(t, example(t, "identity", "submission", payload.ModeTest))
-	if err != nil || !AllPassed(res) {
+	if err != nil || !res.AllPassed() {
 		t.Fatalf("%v %+v", err, res.Runs["test"].Run)
 	}
 }

@@ -70,7 +70,7 @@ func Local(ctx context.Context, o LocalOptions) (*payload.FullResult, error) {
 	if runErr != nil {
 		return res, exitcode.With(ExitCode(runErr), runErr)
 	}
-	if !AllPassed(res) {
+	if !res.AllPassed() {
 		return res, exitcode.Silent(exitcode.Failure)
 	}
 	return res, nil

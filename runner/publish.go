@@ -83,7 +83,7 @@ func uploadResult(ctx context.Context, agent *bkagent.Agent, out string, files [
 
 func annotateResult(ctx context.Context, agent *bkagent.Agent, mode payload.Mode, res *payload.FullResult, notes string) error {
 	style := "success"
-	if !AllPassed(res) {
+	if !res.AllPassed() {
 		style = "error"
 	}
 	md := Markdown(mode, res)

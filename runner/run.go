@@ -119,7 +119,7 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	case werr != nil:
 		runErr = werr
 	default:
-		logf(opts.Log, "wrote %s (%s)", opts.Out, Describe(out.Result))
+		logf(opts.Log, "wrote %s (%s)", opts.Out, out.Result.Describe())
 	}
 	out.Noise = opts.writeNoise(sampler, mode, runErr == nil)
 	if out.Noise != nil {
@@ -306,18 +306,6 @@ func noiseSummary(rec *noise.Record) string {
 		msgs = append(msgs, r.Run+": "+r.Message)
 	}
 	return "noisy: " + strings.Join(msgs, "; ")
-}
-
-// Describe is the one-line state of a result (also the sandbox's line on
-// what it vouched for).
-func Describe(res *payload.FullResult) string {
-	switch {
-	case !res.Success:
-		return "runner failed: " + res.Error
-	case AllPassed(res):
-		return "evaluated; all runs passed"
-	}
-	return "evaluated; not all runs passed"
 }
 
 func truthy(s string) bool {

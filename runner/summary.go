@@ -66,19 +66,6 @@ func Verdict(r payload.EvalResult) string {
 	return "failed"
 }
 
-// AllPassed reports whether the evaluation ran and every run passed.
-func AllPassed(res *payload.FullResult) bool {
-	if !res.Success || len(res.Runs) == 0 {
-		return false
-	}
-	for _, r := range res.Runs {
-		if r.Run == nil || !r.Run.Passed {
-			return false
-		}
-	}
-	return true
-}
-
 // caseLine is one test or benchmark of a run, read from the verdict keys
 // Kernelbot's harnesses write (test.N.spec/status/error,
 // benchmark.N.spec/mean/err/status/error).
@@ -183,7 +170,7 @@ func Markdown(mode payload.Mode, res *payload.FullResult) string {
 	status := "all runs passed"
 	if !res.Success {
 		status = "runner failed: " + mdtext.Code(res.Error)
-	} else if !AllPassed(res) {
+	} else if !res.AllPassed() {
 		status = "not all runs passed"
 	}
 	fmt.Fprintf(&b, "**kbgen** %s on %s (%s): %s\n\n", mdtext.Code(string(mode)), mdtext.Code(gpu), mdtext.Code(orNone(res.System.Runtime)), status)

@@ -48,7 +48,7 @@ profile.10   compile failed
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}
 	}
-	if AllPassed(res) || !AllPassed(&payload.FullResult{Success: true, Runs: map[string]payload.EvalResult{"test": {Run: &payload.RunResult{Passed: true}}}}) {
+	if res.AllPassed() || !(&payload.FullResult{Success: true, Runs: map[string]payload.EvalResult{"test": {Run: &payload.RunResult{Passed: true}}}}).AllPassed() {
 		t.Error("AllPassed")
 	}
 }

@@ -148,7 +148,12 @@ func (l *Lease) Release() {
 
 func closeAll(fs []*os.File) {
 	for _, f := range fs {
-		_ = f.Close() // drops the flock
+		// Unlock first: close alone drops the flock only when no other
+		// descriptor shares the open file, and a child this process forks
+		// at that moment holds one until its exec closes it (O_CLOEXEC).
+		// A parallel test saw the lease still held right after Release.
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
 	}
 }
 

@@ -386,8 +386,13 @@ func TestPagesBeyondTheTenth(t *testing.T) {
 	for r.fake.CountRequests("POST", "/builds") == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The others finish within milliseconds, long before p (600 ms): a
+	// poll that sees p finished sees all of them, newer, ahead of it. With
+	// p's own script they finished just after p, and a poll between the two
+	// (the seeding delayed on a loaded machine) found p on the first page.
+	quick := fakebuildkite.Script{BootStart: time.Millisecond, Uploaded: 2 * time.Millisecond, EvalStart: 3 * time.Millisecond, Finish: 5 * time.Millisecond}
 	for i := range 1050 {
-		r.fake.SeedWithMetaData(map[string]string{"run_id": fmt.Sprintf("other-%d", i), "queue": "nvidia-h100", MetaDataService: "kbgen"}, fastScript, 0)
+		r.fake.SeedWithMetaData(map[string]string{"run_id": fmt.Sprintf("other-%d", i), "queue": "nvidia-h100", MetaDataService: "kbgen"}, quick, 0)
 	}
 	if st := r.await("p", 20*time.Second); st.Status != StatusObtained {
 		t.Fatalf("%+v", st)

@@ -4,14 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
-	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
 
@@ -37,65 +33,24 @@ func (f *BuildkiteFlags) newClient(g *Globals, needPipeline bool) (*client.Clien
 // newClientWith is newClient with a last say on the options (kbgen serve
 // adds its budget and retry policy).
 func (f *BuildkiteFlags) newClientWith(g *Globals, needPipeline bool, adjust func(*client.Options)) (*client.Client, error) {
-	tokens := strings.Fields(g.Getenv(contract.EnvAPIToken))
-	if f.TokenFile != "" {
-		b, err := os.ReadFile(f.TokenFile)
-		if err != nil {
-			return nil, exitcode.With(exitcode.Usage, fmt.Errorf("reading --token-file: %w", err))
-		}
-		tokens = tokenLines(string(b))
-	}
-	if len(tokens) == 0 {
-		return nil, exitcode.With(exitcode.Usage, errors.New("no Buildkite API token: set BUILDKITE_API_TOKEN or pass --token-file"))
-	}
-	opts := client.Options{
-		APIURL:     firstNonEmpty(f.APIURL, g.Getenv(contract.EnvAPIURL)),
-		Org:        firstNonEmpty(f.Org, g.Getenv(contract.EnvOrg)),
-		Pipeline:   firstNonEmpty(f.Pipeline, g.Getenv(contract.EnvPipeline)),
-		Token:      tokens[0],
-		MoreTokens: tokens[1:],
-	}
-	if opts.Org == "" {
-		return nil, exitcode.With(exitcode.Usage, errors.New("no Buildkite organization: pass --org or set BUILDKITE_ORG"))
-	}
-	if needPipeline && opts.Pipeline == "" {
-		return nil, exitcode.With(exitcode.Usage, errors.New("no Buildkite pipeline: pass --pipeline or set BUILDKITE_PIPELINE"))
-	}
+	settings := client.Settings{Org: f.Org, Pipeline: f.Pipeline, APIURL: f.APIURL, TokenFile: f.TokenFile, NeedPipeline: needPipeline}
 	if f.Debug {
-		opts.Debug = g.Stderr
+		settings.Debug = g.Stderr
 	}
-	if adjust != nil {
-		adjust(&opts)
+	opts, err := settings.Options(g.Getenv)
+	if err != nil {
+		return nil, err
 	}
-	if clientHook != nil {
-		clientHook(&opts)
+	for _, edit := range []func(*client.Options){adjust, clientHook} {
+		if edit != nil {
+			edit(&opts)
+		}
 	}
 	c, err := client.New(opts)
 	if err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
 	}
 	return c, nil
-}
-
-// tokenLines reads a token file: one token a line, blank lines and
-// #-comments skipped.
-func tokenLines(s string) []string {
-	var out []string
-	for _, line := range strings.Split(s, "\n") {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // WaitFlags control how a command waits for a build and reports progress.

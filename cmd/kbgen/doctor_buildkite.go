@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -18,7 +19,7 @@ func (c *DoctorCmd) runBuildkite(g *Globals) error {
 		return err
 	}
 	cfg := bkdoctor.Config{Registry: reg, APIBudget: c.APIBudget, UserBudget: c.UserBudget,
-		ControlQueue: firstNonEmpty(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue))}
+		ControlQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue))}
 	if cfg.Client, cfg.Others, err = c.clientPerToken(g); err != nil {
 		return err
 	}

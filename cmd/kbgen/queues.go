@@ -1,14 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -26,7 +24,7 @@ type QueuesCmd struct {
 }
 
 func (c *QueuesCmd) Run(g *Globals) error {
-	if server := firstNonEmpty(c.Server, g.Getenv(contract.EnvServer)); server != "" {
+	if server := cmp.Or(c.Server, g.Getenv(contract.EnvServer)); server != "" {
 		return c.viaServer(g, server)
 	}
 	bk, err := c.newClient(g, true)
@@ -65,51 +63,15 @@ func (c *QueuesCmd) viaServer(g *Globals, url string) error {
 
 // print writes the table, or asJSON with --json.
 func (c *QueuesCmd) print(g *Globals, qs []client.QueueStatus, asJSON any) error {
-	if c.JSON {
-		b, err := json.MarshalIndent(asJSON, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(g.Stdout, "%s\n", b)
-		return nil
+	if !c.JSON {
+		return client.WriteQueueTable(g.Stdout, qs)
 	}
-	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tAGENTS\tIDLE\tBUSY\tWAITING\tVERSIONS\tAGENT NAMES")
-	for _, q := range qs {
-		versions := map[string]bool{}
-		var names []string
-		for _, a := range q.Agents {
-			versions[a.Version] = true
-			name := a.Name
-			switch {
-			case a.Busy:
-				name += "*"
-			case a.Paused:
-				name += " (paused)"
-			}
-			names = append(names, name)
-		}
-		vs := make([]string, 0, len(versions))
-		for v := range versions {
-			vs = append(vs, v)
-		}
-		sort.Strings(vs)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", q.Queue, q.Total, q.Idle, q.Busy, q.Waiting, dash(strings.Join(vs, ",")), dash(strings.Join(names, ", ")))
-	}
-	if err := tw.Flush(); err != nil {
+	b, err := json.MarshalIndent(asJSON, "", "  ")
+	if err != nil {
 		return err
 	}
-	if len(qs) > 0 {
-		fmt.Fprintln(g.Stdout, "(* busy; WAITING: builds submitted to the queue that no agent runs yet)")
-	}
+	fmt.Fprintf(g.Stdout, "%s\n", b)
 	return nil
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // Help is the detailed help under the flags list.

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/version"
-	"github.com/gpu-mode/kbgen/runner"
 	"github.com/gpu-mode/kbgen/sandbox"
 )
 
@@ -135,28 +132,7 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	if err != nil {
 		return sandboxErr(err)
 	}
-	if out.LogDropped > 0 {
-		fmt.Fprintf(g.Stderr, "kbgen sandbox: the container's output was cut at %d bytes: %d bytes more were dropped\n", sandbox.MaxLogBytes, out.LogDropped)
-	}
-	if v := out.Vouch; v != nil {
-		if v.Verified {
-			fmt.Fprintf(g.Stderr, "kbgen sandbox: the result sealed by kbgen run verifies; wrote %s to %s (%s)\n", strings.Join(v.Files, ", "), c.OutDir, runner.Describe(v.Result))
-		} else {
-			fmt.Fprintf(g.Stderr, "kbgen sandbox: %s; wrote the sandbox's failed %s to %s\n", v.Reason, contract.ResultFile, c.OutDir)
-		}
-	}
-	if out.WriteErr != nil {
-		fmt.Fprintf(g.Stderr, "kbgen sandbox: %v\n", out.WriteErr)
-	}
-	if out.HostNoiseErr != nil {
-		fmt.Fprintf(g.Stderr, "kbgen sandbox: %v\n", out.HostNoiseErr)
-	} else if h := out.HostNoise; h != nil {
-		then := "the exit code stands"
-		if out.HostRetry {
-			then = "the job is retried (exit 75)"
-		}
-		fmt.Fprintf(g.Stderr, "kbgen sandbox: noise seen from the host over the whole job: %s (foreign CPU %.1f %% of CPUs %s); recorded in %s, %s\n", h.Verdict, h.Foreign.CPUPercent, h.CPUs, contract.NoiseFile, then)
-	}
+	out.WriteReport(g.Stderr, c.OutDir)
 	return exitcode.Exit(out.Exit())
 }
 

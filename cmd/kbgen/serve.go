@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
@@ -54,7 +55,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
 		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace),
-		BootstrapQueue: firstNonEmpty(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
+		BootstrapQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
 	})
 	if err != nil {
 		return exitcode.With(exitcode.Usage, err)

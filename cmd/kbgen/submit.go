@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
@@ -31,7 +33,7 @@ func (c *SubmitCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if server := firstNonEmpty(c.Server, g.Getenv(contract.EnvServer)); server != "" {
+	if server := cmp.Or(c.Server, g.Getenv(contract.EnvServer)); server != "" {
 		return c.viaServer(g, server, sub)
 	}
 	bk, err := c.newClient(g, true)
@@ -69,7 +71,7 @@ func (c *SubmitCmd) job(g *Globals) (*client.Submission, error) {
 	}
 	return &client.Submission{
 		Queue: vendor.Queue, RunID: runID, Encoded: in.Encoded, Mode: in.Config.Mode,
-		Image: c.Image, Priority: c.Priority, User: c.User, BootstrapQueue: firstNonEmpty(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)), Branch: c.Branch, Commit: c.Commit,
+		Image: c.Image, Priority: c.Priority, User: c.User, BootstrapQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)), Branch: c.Branch, Commit: c.Commit,
 	}, nil
 }
 
