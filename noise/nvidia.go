@@ -1,6 +1,7 @@
 package noise
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,9 +14,14 @@ import (
 // NVIDIAReport is the run's GPU as nvidia-smi sees it before and after.
 type NVIDIAReport struct {
 	Availability
-	UUID   string     `json:"uuid,omitempty"`
-	Before *GPUSample `json:"before,omitempty"`
-	After  *GPUSample `json:"after,omitempty"`
+	// Source is what read the GPU: "nvml" (the kbgen-nvml helper) or
+	// "nvidia-smi"; NVMLAbsent says why the helper was not used, or
+	// stopped being used, when the source is nvidia-smi.
+	Source     string     `json:"source,omitempty"`
+	NVMLAbsent string     `json:"nvml_absent,omitempty"`
+	UUID       string     `json:"uuid,omitempty"`
+	Before     *GPUSample `json:"before,omitempty"`
+	After      *GPUSample `json:"after,omitempty"`
 	// EventCounters is how much each clock-event counter grew during the
 	// run, as nvidia-smi reports them (microseconds); absent on drivers
 	// without clocks_event_reasons_counters.
@@ -112,25 +118,48 @@ var gpuQueries = [][]string{
 	{"uuid", "clocks.sm", "clocks.mem", "clocks_throttle_reasons.active", "temperature.gpu", "power.draw", "ecc.errors.uncorrected.volatile.total"},
 }
 
-// nvidiaProbe queries one GPU; it remembers which query level the driver
-// accepts, so only the first sample pays for a fallback.
+// nvidiaProbe queries one GPU through kbgen-nvml, or nvidia-smi where
+// the helper is absent or has failed; it remembers which nvidia-smi
+// query level the driver accepts, so only the first sample pays for a
+// fallback.
 type nvidiaProbe struct {
 	env []string
 	// gpu selects the GPU (-i): a UUID or an index; "" is the first.
 	gpu   string
+	nvml  *nvmlConn
 	mu    sync.Mutex
 	level int
 }
 
 type nvidiaSample struct {
-	gpu   *GPUSample
-	uuid  string
-	procs []GPUProcess
-	err   error
+	gpu    *GPUSample
+	uuid   string
+	procs  []GPUProcess
+	err    error
+	source string
+	// nvmlAbsent is why the helper did not take this sample.
+	nvmlAbsent string
 }
 
 func (p *nvidiaProbe) sample(ctx context.Context) nvidiaSample {
-	var s nvidiaSample
+	h, err := p.nvml.get()
+	if h != nil {
+		s, serr := sampleNVML(h, p.gpu)
+		if serr == nil {
+			return s
+		}
+		p.nvml.fail(serr)
+		err = serr
+	}
+	s := p.sampleSMI(ctx)
+	s.nvmlAbsent = err.Error()
+	return s
+}
+
+// sampleSMI reads the GPU and its compute processes with two nvidia-smi
+// calls, run at once.
+func (p *nvidiaProbe) sampleSMI(ctx context.Context) nvidiaSample {
+	s := nvidiaSample{source: sourceNvidiaSMI}
 	var wg sync.WaitGroup
 	var apps []byte
 	var appsErr error
@@ -237,7 +266,7 @@ func nvidiaReport(before, after nvidiaSample) NVIDIAReport {
 	case after.err != nil:
 		return NVIDIAReport{Availability: unavailable("nvidia-smi: %v", after.err), ForeignProcesses: []GPUProcess{}}
 	}
-	r := NVIDIAReport{Availability: Availability{Status: OK}, UUID: after.uuid, Before: before.gpu, After: after.gpu, ForeignProcesses: []GPUProcess{}}
+	r := NVIDIAReport{Availability: Availability{Status: OK}, Source: after.source, NVMLAbsent: cmp.Or(after.nvmlAbsent, before.nvmlAbsent), UUID: after.uuid, Before: before.gpu, After: after.gpu, ForeignProcesses: []GPUProcess{}}
 	for k, a := range after.gpu.counters {
 		if b, ok := before.gpu.counters[k]; ok && a >= b {
 			if r.EventCounters == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/cpulist"
+	"github.com/gpu-mode/kbgen/nvmlhelper"
 )
 
 // Config says where a Sampler looks.
@@ -26,6 +27,9 @@ type Config struct {
 	Self int
 	// NoGPU skips nvidia-smi and rocm-smi (tests of the CPU sources).
 	NoGPU bool
+	// NVML is the kbgen-nvml helper NVIDIA GPUs are read through (started
+	// at once, closed by Close), or why there is none: then nvidia-smi.
+	NVML nvmlhelper.Location
 	// CPUs, when set, are the CPUs measured instead of this process's
 	// affinity (a calibration pins one thread to one CPU).
 	CPUs []int
@@ -91,7 +95,19 @@ func NewSampler(cfg Config) *Sampler {
 		s.cpus, s.cpuErr = cfg.CPUs, nil
 	}
 	s.nv = &nvidiaProbe{env: cfg.Env, gpu: cfg.GPU}
+	if cfg.NoGPU {
+		cfg.NVML = nvmlhelper.Location{Absent: "GPU sources off"}
+	}
+	s.nv.nvml = startNVML(cfg.NVML, cfg.Env)
 	return s
+}
+
+// Close ends the NVML helper; the record taken so far stays readable.
+// A nil Sampler is closed already.
+func (s *Sampler) Close() {
+	if s != nil {
+		s.nv.nvml.close()
+	}
 }
 
 // CPUs are the CPUs the runs are measured on.

@@ -56,6 +56,7 @@ func (s *scenario) run(key string, p Policy) *Record {
 	s.t.Helper()
 	s.load("before")
 	smp := NewSampler(s.cfg)
+	defer smp.Close()
 	smp.Begin(key)
 	s.load("after")
 	smp.End(key)

@@ -17,6 +17,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/nvmlhelper"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/resultfile"
 	"github.com/gpu-mode/kbgen/signing"
@@ -51,6 +52,9 @@ type RunOptions struct {
 	// it is published (see Publish) and nothing is evaluated.
 	Publish string
 	Environ []string
+	// NVML is the kbgen-nvml helper the noise record reads NVIDIA GPUs
+	// through, or why there is none (then nvidia-smi).
+	NVML nvmlhelper.Location
 	// Log receives the progress lines ("kbgen run: …"); nil discards them.
 	Log io.Writer
 	// Sealed, when set, is where the result leaves a sandboxed run (the
@@ -104,7 +108,8 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 		mode = in.Config.Mode
 		eo := opts.evalOptions(probe)
 		if !opts.NoNoise {
-			sampler = noise.NewSampler(noise.Config{Env: opts.Environ, GPU: noise.GPUFromEnv(opts.Environ, contract.EnvGPUUUID)})
+			sampler = noise.NewSampler(noise.Config{Env: opts.Environ, GPU: noise.GPUFromEnv(opts.Environ, contract.EnvGPUUUID), NVML: opts.NVML})
+			defer sampler.Close()
 			eo.Noise = sampler
 		}
 		out.Result, runErr = Evaluate(ctx, in.Config, eo)

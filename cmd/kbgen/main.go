@@ -19,6 +19,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/version"
 	"github.com/gpu-mode/kbgen/node"
+	"github.com/gpu-mode/kbgen/nvmlhelper"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/sandbox"
 	"github.com/gpu-mode/kbgen/serve"
@@ -49,6 +50,13 @@ func (g *Globals) Getenv(key string) string {
 
 // Environ is a copy of the whole environment, for a child process.
 func (g *Globals) Environ() []string { return slices.Clone(g.Env) }
+
+// NVML is the kbgen-nvml helper beside this kbgen (or named by
+// KBGEN_NVML_HELPER), or why there is none.
+func (g *Globals) NVML() nvmlhelper.Location {
+	exe, _ := os.Executable()
+	return nvmlhelper.Locate(g.Env, exe)
+}
 
 // CLI is every kbgen command. Each lives in its own file.
 type CLI struct {

@@ -74,6 +74,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		NoNoise:     c.NoNoise,
 		Publish:     c.Publish,
 		Environ:     g.Environ(),
+		NVML:        g.NVML(),
 		Log:         g.Stderr,
 	}
 	if c.Sealed {

@@ -128,6 +128,11 @@ const (
 	// an agent-driven test can turn the GPU flags off through the hook. It
 	// only ever grants less.
 	EnvSandboxNoGPU = "KBGEN_SANDBOX_NO_GPU"
+	// EnvNVMLHelper is the kbgen-nvml helper to read NVML through (a path),
+	// or "off" for nvidia-smi only; unset, kbgen looks beside its own
+	// executable (package nvmlhelper). Tests and operators set it; inside
+	// the sandbox the helper is always the one mounted beside kbgen.
+	EnvNVMLHelper = "KBGEN_NVML_HELPER"
 	// EnvGeneratorVersion is the version of the kbgen that generated the
 	// eval step (internal/version), in the step's env; `kbgen sandbox`
 	// warns in the job log when its own version differs (a control agent

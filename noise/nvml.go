@@ -1,0 +1,97 @@
+package noise
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+
+	"github.com/gpu-mode/kbgen/nvmlhelper"
+)
+
+// Where an NVIDIA sample came from (NVIDIAReport.Source).
+const (
+	sourceNVML      = "nvml"
+	sourceNvidiaSMI = "nvidia-smi"
+)
+
+// nvmlConn is kbgen-nvml, started when the Sampler is made so that
+// loading NVML overlaps the job's compile, and used for every sample of
+// the job. Once it fails, the probe uses nvidia-smi for the rest.
+type nvmlConn struct {
+	ready  chan struct{}
+	helper *nvmlhelper.Helper
+	err    error
+}
+
+// startNVML starts the helper at loc in the background; loc without a
+// path gives a connection that is already failed with loc's reason.
+func startNVML(loc nvmlhelper.Location, env []string) *nvmlConn {
+	c := &nvmlConn{ready: make(chan struct{})}
+	if loc.Path == "" {
+		c.err = errors.New(cmp.Or(loc.Absent, "no kbgen-nvml given"))
+		close(c.ready)
+		return c
+	}
+	go func() {
+		defer close(c.ready)
+		c.helper, c.err = nvmlhelper.Start(loc.Path, env, 0)
+	}()
+	return c
+}
+
+// get waits for the start and returns the helper, or why there is none.
+func (c *nvmlConn) get() (*nvmlhelper.Helper, error) {
+	<-c.ready
+	return c.helper, c.err
+}
+
+// fail records why the helper is no longer used and ends it.
+func (c *nvmlConn) fail(err error) {
+	<-c.ready
+	if c.helper != nil {
+		_ = c.helper.Close()
+		c.helper = nil
+	}
+	c.err = err
+}
+
+// close ends the helper.
+func (c *nvmlConn) close() {
+	<-c.ready
+	if c.helper != nil {
+		_ = c.helper.Close()
+	}
+}
+
+// sampleNVML reads gpu ("": the first visible) through the helper.
+func sampleNVML(h *nvmlhelper.Helper, gpu string) (nvidiaSample, error) {
+	var names []string
+	if gpu != "" {
+		names = []string{gpu}
+	}
+	samples, err := h.Sample(names...)
+	if err != nil {
+		return nvidiaSample{}, err
+	}
+	if len(samples) == 0 {
+		return nvidiaSample{}, fmt.Errorf("kbgen-nvml sees no GPU")
+	}
+	return fromNVML(samples[0]), nil
+}
+
+// fromNVML is the helper's reading in the nvidia-smi path's terms.
+func fromNVML(s nvmlhelper.Sample) nvidiaSample {
+	g := &GPUSample{
+		SMClockMHz: s.SMClockMHz, MemClockMHz: s.MemClockMHz, TemperatureC: s.TemperatureC, PowerW: s.PowerW,
+		ECCUncorr: s.ECCUncorrected, EventReasons: []string{}, counters: s.EventCountersUS,
+	}
+	if s.EventMask != nil {
+		g.EventMask = fmt.Sprintf("0x%016X", *s.EventMask)
+		g.EventReasons = decodeEvents(*s.EventMask)
+	}
+	procs := make([]GPUProcess, 0, len(s.Processes))
+	for _, p := range s.Processes {
+		procs = append(procs, GPUProcess{PID: p.PID, Name: p.Name, UsedMemoryMB: p.UsedMemoryMiB})
+	}
+	return nvidiaSample{gpu: g, uuid: s.UUID, procs: procs, source: sourceNVML}
+}

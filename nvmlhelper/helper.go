@@ -1,0 +1,261 @@
+package nvmlhelper
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// DefaultTimeout bounds the helper's hello (loading NVML) and each reply.
+// A hung driver then costs the job this once: the helper is killed and the
+// caller falls back to nvidia-smi, which has its own bound.
+const DefaultTimeout = 5 * time.Second
+
+// maxReply bounds one reply line: an inventory of 64 GPUs with MIG is
+// a few tens of KB.
+const maxReply = 4 << 20
+
+// Helper is a running kbgen-nvml. Its methods are safe for concurrent use;
+// requests are answered one at a time. After any failure it is closed and
+// every later call returns that failure, so callers fall back once.
+type Helper struct {
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	in      *os.File
+	out     *os.File
+	r       *bufio.Reader
+	stderr  *limitedBuffer
+	timeout time.Duration
+	// exited closes when the helper has been reaped; waitErr is then how
+	// it ended.
+	exited  chan struct{}
+	waitErr error
+	// Driver is the driver version the helper's NVML reported.
+	Driver string
+	err    error
+}
+
+// Start runs the helper at path with env and waits for its hello; timeout
+// 0 is DefaultTimeout. The helper lives until Close.
+func Start(path string, env []string, timeout time.Duration) (*Helper, error) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	h := &Helper{timeout: timeout, stderr: &limitedBuffer{max: 4096}}
+	if err := h.start(path, env); err != nil {
+		return nil, err
+	}
+	var hello Reply
+	if err := h.read(&hello); err != nil {
+		return nil, h.fail(fmt.Errorf("kbgen-nvml did not start: %w", err))
+	}
+	if hello.Error != "" {
+		return nil, h.fail(errors.New("kbgen-nvml: " + hello.Error))
+	}
+	h.Driver = hello.Driver
+	return h, nil
+}
+
+// start execs the helper with its stdin and stdout on pipes whose read
+// side supports deadlines.
+func (h *Helper) start(path string, env []string) error {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return err
+	}
+	h.cmd = exec.Command(path)
+	h.cmd.Env = env
+	h.cmd.Stdin, h.cmd.Stdout, h.cmd.Stderr = inR, outW, h.stderr
+	err = h.cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return fmt.Errorf("starting kbgen-nvml: %w", err)
+	}
+	h.in, h.out, h.r = inW, outR, bufio.NewReaderSize(outR, 64<<10)
+	h.exited = make(chan struct{})
+	go func() {
+		h.waitErr = h.cmd.Wait()
+		close(h.exited)
+	}()
+	return nil
+}
+
+// Sample reads gpus (UUIDs or indexes; none: every visible GPU).
+func (h *Helper) Sample(gpus ...string) ([]Sample, error) {
+	rep, err := h.call(Request{Op: OpSample, GPUs: gpus})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Samples, nil
+}
+
+// Inventory lists the GPUs, their MIG instances and their links.
+func (h *Helper) Inventory() (*Inventory, error) {
+	rep, err := h.call(Request{Op: OpInventory})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Inventory == nil {
+		return nil, errors.New("kbgen-nvml answered an inventory request without one")
+	}
+	return rep.Inventory, nil
+}
+
+// call sends one request and reads its reply. An error the helper
+// reports (a GPU it cannot find) leaves it running; a broken exchange
+// closes it.
+func (h *Helper) call(req Request) (Reply, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return Reply{}, h.err
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	if err := h.in.SetWriteDeadline(time.Now().Add(h.timeout)); err == nil {
+		_, err = h.in.Write(append(line, '\n'))
+	}
+	if err != nil {
+		return Reply{}, h.failLocked(fmt.Errorf("kbgen-nvml: writing a request: %w", err))
+	}
+	var rep Reply
+	if err := h.read(&rep); err != nil {
+		return Reply{}, h.failLocked(fmt.Errorf("kbgen-nvml: %w", err))
+	}
+	if rep.Error != "" {
+		return Reply{}, errors.New("kbgen-nvml: " + rep.Error)
+	}
+	return rep, nil
+}
+
+// read decodes the next reply line within the timeout.
+func (h *Helper) read(rep *Reply) error {
+	if err := h.out.SetReadDeadline(time.Now().Add(h.timeout)); err != nil {
+		return err
+	}
+	var line []byte
+	for {
+		chunk, isPrefix, err := h.r.ReadLine()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return fmt.Errorf("no reply within %v", h.timeout)
+			}
+			return h.exitError(err)
+		}
+		line = append(line, chunk...)
+		if len(line) > maxReply {
+			return fmt.Errorf("a reply longer than %d bytes", maxReply)
+		}
+		if !isPrefix {
+			break
+		}
+	}
+	if err := json.Unmarshal(line, rep); err != nil {
+		return fmt.Errorf("unreadable reply %.80q: %w", line, err)
+	}
+	return nil
+}
+
+// exitError explains a closed stdout by how the helper ended (a loader
+// error such as a missing libc version is on its stderr).
+func (h *Helper) exitError(readErr error) error {
+	select {
+	case <-h.exited:
+		if msg := firstLine(h.stderr.String()); msg != "" {
+			return fmt.Errorf("exited (%v): %s", h.waitErr, msg)
+		}
+		return fmt.Errorf("exited (%v) before replying", h.waitErr)
+	case <-time.After(h.timeout):
+		return readErr
+	}
+}
+
+// Close ends the helper: its stdin closes, it exits, and it is reaped.
+func (h *Helper) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.err = errors.New("kbgen-nvml: closed")
+	}
+	return h.stop()
+}
+
+// fail closes the helper after a broken exchange and keeps the reason.
+func (h *Helper) fail(err error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.failLocked(err)
+}
+
+func (h *Helper) failLocked(err error) error {
+	h.err = err
+	_ = h.stop()
+	return err
+}
+
+// stop closes the pipes and reaps the helper (closing its stdin ends
+// it), killing it when it does not leave within the timeout.
+func (h *Helper) stop() error {
+	if h.in != nil {
+		h.in.Close()
+		h.in = nil
+	}
+	if h.out != nil {
+		h.out.Close()
+		h.out = nil
+	}
+	if h.exited == nil {
+		return nil
+	}
+	select {
+	case <-h.exited:
+	case <-time.After(h.timeout):
+		_ = h.cmd.Process.Kill()
+		<-h.exited
+	}
+	return h.waitErr
+}
+
+func firstLine(s string) string {
+	line, _, _ := bytes.Cut([]byte(s), []byte("\n"))
+	return string(bytes.TrimSpace(line))
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	mu  sync.Mutex
+	b   bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if room := l.max - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
