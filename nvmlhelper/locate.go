@@ -21,15 +21,15 @@ type Location struct {
 	Absent string
 }
 
-// Locate finds the helper for a kbgen at exe: the path in env's
-// KBGEN_NVML_HELPER, else Name beside exe.
-func Locate(env []string, exe string) Location {
-	path, why := locate(env, exe)
+// Locate finds the helper for a kbgen at exe: the path KBGEN_NVML_HELPER
+// names, else Name beside exe.
+func Locate(lookup contract.Lookup, exe string) Location {
+	path, why := locate(lookup, exe)
 	return Location{Path: path, Absent: why}
 }
 
-func locate(env []string, exe string) (string, string) {
-	switch v, _ := contract.EnvironLookup(env)(contract.EnvNVMLHelper); v {
+func locate(lookup contract.Lookup, exe string) (string, string) {
+	switch v, _ := lookup(contract.EnvNVMLHelper); v {
 	case "off":
 		return "", contract.EnvNVMLHelper + "=off"
 	case "":

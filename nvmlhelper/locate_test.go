@@ -31,7 +31,7 @@ func TestLocate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := nvmlhelper.Locate(tc.env, tc.exe)
+			got := nvmlhelper.Locate(contract.EnvironLookup(tc.env), tc.exe)
 			if want := (nvmlhelper.Location{Path: tc.path, Absent: tc.why}); got != want {
 				t.Errorf("Locate = %+v, want %+v", got, want)
 			}

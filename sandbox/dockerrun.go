@@ -24,6 +24,9 @@ const (
 	// ContainerRunner is where the host's static kbgen is mounted, over any
 	// kbgen the image has, so the runner always matches the host's version.
 	ContainerRunner = "/usr/local/bin/kbgen"
+	// ContainerNVMLHelper is where the host's kbgen-nvml is mounted:
+	// beside the runner, where nvmlhelper.Locate looks.
+	ContainerNVMLHelper = "/usr/local/bin/kbgen-nvml"
 	// ContainerPayload is the read-only payload file (the encoded payload,
 	// exactly the reassembled KERNELBOT_PAYLOAD text).
 	ContainerPayload = "/kbgen/payload"
@@ -118,6 +121,10 @@ type Options struct {
 	Command []string
 	// RunnerBinary is the host's static kbgen, mounted as ContainerRunner.
 	RunnerBinary string
+	// NVMLHelper is the host's kbgen-nvml, mounted beside the runner
+	// (ContainerNVMLHelper) on an NVIDIA GPU so the noise record reads
+	// NVML; "" mounts none and the runner uses nvidia-smi.
+	NVMLHelper string
 	// PayloadFile is the host file holding the payload; "" mounts none.
 	PayloadFile string
 	// Env is the container's environment, NAME=value, already vetted
@@ -257,7 +264,7 @@ func DockerRun(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (
 	if opts.Name == "" || opts.RunnerBinary == "" {
 		return nil, fmt.Errorf("planning docker run: container name and runner binary are required")
 	}
-	for _, p := range []string{opts.RunnerBinary, opts.PayloadFile} {
+	for _, p := range []string{opts.RunnerBinary, opts.NVMLHelper, opts.PayloadFile} {
 		// --mount is comma-separated; a comma in a path would inject options.
 		if strings.ContainsAny(p, ",\n") {
 			return nil, refusef("host path %q contains a comma or newline, which docker --mount cannot carry", p)
@@ -383,6 +390,12 @@ func DockerRun(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (
 	add("--tmpfs", shmTmpfs(shm))
 	add("--workdir", ContainerWorkDir)
 	add("--mount", "type=bind,source="+opts.RunnerBinary+",target="+ContainerRunner+",readonly")
+	if opts.NVMLHelper != "" && !opts.NoGPU && cfg.Runtime == contract.RuntimeNVIDIA {
+		// Dynamically linked: it runs where the image's glibc is new
+		// enough (2.34+), and the runner falls back to nvidia-smi where
+		// it is not. Read-only, and not dumpable once started, like kbgen.
+		add("--mount", "type=bind,source="+opts.NVMLHelper+",target="+ContainerNVMLHelper+",readonly")
+	}
 	if opts.PayloadFile != "" {
 		add("--mount", "type=bind,source="+opts.PayloadFile+",target="+ContainerPayload+",readonly")
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -410,5 +411,68 @@ func TestPlanRequiresGPUOnlyWithGPUFlags(t *testing.T) {
 		if has == noGPU {
 			t.Errorf("NoGPU=%v: KBGEN_REQUIRE_GPU=1 present=%v", noGPU, has)
 		}
+	}
+}
+
+func TestPlanNVMLHelper(t *testing.T) {
+	t.Parallel()
+	const mount = "type=bind,source=/opt/kbgen/kbgen-nvml,target=/usr/local/bin/kbgen-nvml,readonly"
+	tests := []struct {
+		name    string
+		runtime contract.Runtime
+		env     map[string]string
+		devices map[string]Device
+		noGPU   bool
+		mounted bool
+	}{
+		{"NVIDIA", "nvidia", nvidiaPlacementEnv(), nil, false, true},
+		{"ROCm: no NVML", "rocm", rocmPlacementEnv(), amdDevices, false, false},
+		{"no GPU", "nvidia", nvidiaPlacementEnv(), nil, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			opts := testOptions()
+			opts.NVMLHelper, opts.NoGPU = "/opt/kbgen/kbgen-nvml", tc.noGPU
+			s, err := DockerRun(testConfig(tc.runtime), mustPlacement(t, tc.env), fakeHost(t, tc.devices), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(flagValues(s, "--mount"), mount); got != tc.mounted {
+				t.Errorf("helper mounted = %v, want %v:\n%s", got, tc.mounted, s)
+			}
+		})
+	}
+}
+
+// The helper mounted is only ever the one beside the runner: the job's
+// env may turn it off, never point it at another host file.
+func TestNVMLHelperBesideTheRunner(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	runner := filepath.Join(dir, "kbgen")
+	if err := os.WriteFile(filepath.Join(dir, "kbgen-nvml"), []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bare := filepath.Join(t.TempDir(), "kbgen")
+	tests := []struct {
+		name   string
+		env    map[string]string
+		runner string
+		want   string
+	}{
+		{"beside the runner", nil, runner, filepath.Join(dir, "kbgen-nvml")},
+		{"none beside the runner", nil, bare, ""},
+		{"the job names another file", map[string]string{contract.EnvNVMLHelper: "/etc/shadow"}, bare, ""},
+		{"the job names another file, a helper beside", map[string]string{contract.EnvNVMLHelper: "/etc/shadow"}, runner, filepath.Join(dir, "kbgen-nvml")},
+		{"the job turns it off", map[string]string{contract.EnvNVMLHelper: "off"}, runner, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := nvmlHelper(lookup(tc.env), tc.runner); got != tc.want {
+				t.Errorf("nvmlHelper = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/nvmlhelper"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/seal"
 	"github.com/gpu-mode/kbgen/signing"
@@ -118,6 +119,7 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 		Name:         name,
 		Command:      req.Command,
 		RunnerBinary: runner,
+		NVMLHelper:   nvmlHelper(lookup, runner),
 		PayloadFile:  stage.PayloadFile,
 		Env:          ContainerEnv(lookup),
 		NoGPU:        req.NoGPU || get(lookup, contract.EnvSandboxNoGPU) == "1",
@@ -177,6 +179,17 @@ func readJobInput(lookup func(string) (string, bool), cmd []string, route func(f
 		return jobInput{}, err
 	}
 	return in, nil
+}
+
+// nvmlHelper is the kbgen-nvml beside runner, to mount beside it; "" when
+// there is none or the job's env turns it off. Only ever beside the
+// runner: a path taken from the job's env would let a step mount any
+// host file the agent can read into its container.
+func nvmlHelper(lookup contract.Lookup, runner string) string {
+	if v, _ := lookup(contract.EnvNVMLHelper); v == "off" {
+		return ""
+	}
+	return nvmlhelper.Locate(contract.MapLookup(nil), runner).Path
 }
 
 // runnerBinary is the kbgen the step runs: path, else this program.

@@ -55,7 +55,7 @@ func (g *Globals) Environ() []string { return slices.Clone(g.Env) }
 // KBGEN_NVML_HELPER), or why there is none.
 func (g *Globals) NVML() nvmlhelper.Location {
 	exe, _ := os.Executable()
-	return nvmlhelper.Locate(g.Env, exe)
+	return nvmlhelper.Locate(g.LookupEnv, exe)
 }
 
 // CLI is every kbgen command. Each lives in its own file.
