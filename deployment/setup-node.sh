@@ -19,6 +19,9 @@
 #   BUILDKITE_AGENT_TOKEN  agent token (required the first time; kept root-only, never printed)
 #   VERIFICATION_KEY       public JWKS file: agents refuse unsigned or altered steps
 #   KBGEN_BINARY           a prebuilt static kbgen to install instead of `go build`
+#   KBGEN_NVML_BINARY      a prebuilt kbgen-nvml (NVIDIA nodes; default: the one
+#                          beside KBGEN_BINARY, else built with cgo when a C
+#                          compiler is here; without it kbgen uses nvidia-smi)
 #   RESERVE_CORES          housekeeping cores per NUMA node (kbgen default: 1)
 #   RESERVE_MEMORY         memory per NUMA node kept for the host (kbgen default: 16g)
 #   ROOT                   install into this staging directory instead of / (no
@@ -53,6 +56,7 @@ manage_system=${MANAGE_SYSTEM:-$((1 - staging))}
 r=${ROOT%/}
 token_file="${ROOT%/}/etc/buildkite-agent/kbgen/token.env"
 kbgen_dest="${ROOT%/}/usr/local/bin/kbgen"
+nvml_dest="${ROOT%/}/usr/local/bin/kbgen-nvml"
 jwks_file="${ROOT%/}/etc/buildkite-agent/kbgen/verification.jwks"
 plan_file="${ROOT%/}/etc/buildkite-agent/kbgen/plan.json"
 # The agent kbgen is tested with (docs/vendor-onboarding.md), and the oldest
@@ -208,6 +212,32 @@ elif [ "$dry_run" = 1 ]; then
 else
   install -D -m 0755 "$tmp/kbgen" "$kbgen_dest"
   say "installed    $kbgen_dest"
+fi
+
+# kbgen-nvml reads NVML for the noise record and node discovery (package
+# nvmlhelper): one sample in well under a millisecond instead of two
+# nvidia-smi starts. Dynamically linked (cgo), so built apart from kbgen;
+# optional, since kbgen falls back to nvidia-smi without it.
+if [ "$runtime" = nvidia ]; then
+  nvml_src=""
+  if [ -n "${KBGEN_NVML_BINARY:-}" ]; then
+    nvml_src=$KBGEN_NVML_BINARY
+  elif [ -n "${KBGEN_BINARY:-}" ] && [ -x "$(dirname "$KBGEN_BINARY")/kbgen-nvml" ]; then
+    nvml_src="$(dirname "$KBGEN_BINARY")/kbgen-nvml"
+  elif [ -z "${KBGEN_BINARY:-}" ] && command -v cc >/dev/null 2>&1; then
+    (cd "$repo" && CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go build -trimpath -o "$tmp/kbgen-nvml" ./cmd/kbgen-nvml)
+    nvml_src="$tmp/kbgen-nvml"
+  fi
+  if [ -z "$nvml_src" ]; then
+    say "skipped      $nvml_dest (set KBGEN_NVML_BINARY, or build from a checkout with a C compiler): the noise record reads the GPU with nvidia-smi"
+  elif cmp -s "$nvml_src" "$nvml_dest"; then
+    say "unchanged    $nvml_dest"
+  elif [ "$dry_run" = 1 ]; then
+    say "would install $nvml_dest"
+  else
+    install -D -m 0755 "$nvml_src" "$nvml_dest"
+    say "installed    $nvml_dest"
+  fi
 fi
 
 if [ "$manage_system" = 1 ]; then

@@ -274,12 +274,15 @@ func TestSetupNodeStagingIdempotent(t *testing.T) {
 	e := newSetupEnv(t)
 	e.nvidiaReady()
 	root := e.vars["ROOT"]
-
 	out, code := e.run("--dry-run")
+	wantLines(t, out, "skipped      "+root+"/usr/local/bin/kbgen-nvml (set KBGEN_NVML_BINARY")
+	e.vars["KBGEN_NVML_BINARY"] = e.write("prebuilt/kbgen-nvml", "#!/bin/sh\nexit 1\n", 0o755)
+
+	out, code = e.run("--dry-run")
 	if code != 0 {
 		t.Fatalf("dry run exit %d:\n%s", code, out)
 	}
-	wantLines(t, out, "would install "+root+"/usr/local/bin/kbgen", "would create -rw------- /etc/buildkite-agent/kbgen/token.env")
+	wantLines(t, out, "would install "+root+"/usr/local/bin/kbgen", "would install "+root+"/usr/local/bin/kbgen-nvml", "would create -rw------- /etc/buildkite-agent/kbgen/token.env")
 	if _, err := os.Stat(root); err == nil {
 		t.Fatalf("--dry-run wrote %s", root)
 	}
@@ -288,7 +291,7 @@ func TestSetupNodeStagingIdempotent(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("first run exit %d:\n%s", code, out)
 	}
-	wantLines(t, out, "installed    "+root+"/usr/local/bin/kbgen",
+	wantLines(t, out, "installed    "+root+"/usr/local/bin/kbgen", "installed    "+root+"/usr/local/bin/kbgen-nvml",
 		"created      -rwxr-xr-x /etc/buildkite-agent/kbgen/gpu1/hooks/environment",
 		"2 agents for queue nvidia-l40s", "== staged under "+root+"; nothing started")
 	hook, err := os.ReadFile(filepath.Join(root, "etc/buildkite-agent/kbgen/gpu1/hooks/environment"))
@@ -311,7 +314,7 @@ func TestSetupNodeStagingIdempotent(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("second run exit %d:\n%s", code, out)
 	}
-	wantLines(t, out, "ok:      agent token already installed", "unchanged    "+root+"/usr/local/bin/kbgen")
+	wantLines(t, out, "ok:      agent token already installed", "unchanged    "+root+"/usr/local/bin/kbgen", "unchanged    "+root+"/usr/local/bin/kbgen-nvml")
 	if m := regexp.MustCompile(`(?m)^(created|updated|installed) .*`).FindAllString(out, -1); len(m) > 0 {
 		t.Errorf("second run changed files: %q", m)
 	}

@@ -9,6 +9,10 @@
 #   kbgen-v0.1.0-linux-amd64            static (CGO_ENABLED=0), -trimpath, stamped
 #   kbgen-v0.1.0-linux-arm64            with version, commit and commit date
 #   kbgen-v0.1.0-linux-ARCH.cdx.json    CycloneDX 1.5 SBOM read from the binary itself
+#   kbgen-nvml-v0.1.0-linux-ARCH        the NVML helper (cgo, glibc 2.34+), install it
+#   kbgen-nvml-v0.1.0-linux-ARCH.cdx.json  beside kbgen as kbgen-nvml; for each ARCH
+#                                       whose C compiler is here (CC_arm64 names a
+#                                       cross compiler, e.g. aarch64-linux-gnu-gcc)
 #   SHA256SUMS                          sha256sum -c SHA256SUMS checks them all
 #
 # The date is the commit's, not the clock's, so the same commit builds the
@@ -44,6 +48,24 @@ for arch in $arches; do
   # The SBOM tool refuses a binary that is not static and trimmed, so a
   # release can never carry one the sandbox would refuse (exit 75).
   go run ./scripts/sbom -version "$version$dirty" -commit "$commit" -date "$date" "$bin" > "$bin.cdx.json"
+
+  # kbgen-nvml needs cgo, so a C compiler for the arch: the host's own cc,
+  # or CC_<arch> for a cross build. Without one the release still ships
+  # (nodes fall back to nvidia-smi), and says so.
+  helper="$dist/kbgen-nvml-$version-linux-$arch"
+  cc_var="CC_$arch"
+  cc=${!cc_var:-}
+  if [ -z "$cc" ] && [ "$arch" = "$(go env GOHOSTARCH)" ]; then
+    cc=$(command -v cc || true)
+  fi
+  if [ -z "$cc" ]; then
+    echo "release: warning: no C compiler for $arch (set $cc_var): no kbgen-nvml for $arch" >&2
+    continue
+  fi
+  echo "--- $helper"
+  CC="$cc" CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" GOOS=linux GOARCH="$arch" GOFLAGS=-mod=readonly \
+    go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$helper" ./cmd/kbgen-nvml
+  go run ./scripts/sbom -version "$version$dirty" -commit "$commit" -date "$date" "$helper" > "$helper.cdx.json"
 done
 host="$dist/kbgen-$version-linux-$(go env GOHOSTARCH)"
 if [ -f "$host" ]; then

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -160,6 +161,33 @@ func TestReleaseScript(t *testing.T) {
 			}
 		})
 	}
+	// The NVML helper, for the host's arch (its C compiler is here): the
+	// one binary linked against libc, summed and with its own SBOM.
+	t.Run("kbgen-nvml", func(t *testing.T) {
+		name := "kbgen-nvml-" + version + "-linux-" + runtime.GOARCH
+		bin := filepath.Join(dist, name)
+		if err := sandbox.CheckStatic(bin); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
+			t.Errorf("CheckStatic(%s) = %v, want it dynamically linked (cgo)", name, err)
+		}
+		if listed[name] == "" {
+			t.Errorf("SHA256SUMS does not list %s", name)
+		}
+		sbom, err := os.ReadFile(bin + ".cdx.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bom struct {
+			Metadata struct {
+				Component struct{ Name string } `json:"component"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(sbom, &bom); err != nil {
+			t.Fatal(err)
+		}
+		if bom.Metadata.Component.Name != "kbgen-nvml" || !strings.Contains(string(sbom), "pkg:golang/github.com/NVIDIA/go-nvml@") {
+			t.Errorf("SBOM names %q, want kbgen-nvml linking go-nvml", bom.Metadata.Component.Name)
+		}
+	})
 }
 
 // TestReleaseScriptRefusesABadVersion: a typo never becomes a release.

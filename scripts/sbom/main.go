@@ -1,10 +1,11 @@
 // Command sbom writes the CycloneDX 1.5 SBOM of a kbgen release binary,
 // read from the binary itself (its embedded Go build info: the main module,
 // every module linked in, the Go toolchain, the build settings), so the
-// SBOM lists what shipped, not what go.mod allows. It refuses a binary that
-// is not static (CGO_ENABLED=0, no ELF interpreter) or not built with
-// -trimpath: scripts/release.sh calls it on each binary, so a release can
-// never carry a kbgen the sandbox would refuse.
+// SBOM lists what shipped, not what go.mod allows. It refuses a kbgen that
+// is not static (CGO_ENABLED=0, no ELF interpreter), and any binary not
+// built with -trimpath: scripts/release.sh calls it on each binary, so a
+// release can never carry a kbgen the sandbox would refuse. kbgen-nvml,
+// the NVML helper, is the one binary that links libc (cgo), by design.
 //
 //	go run ./scripts/sbom -version v0.1.0 -commit SHA -date 2026-11-24T12:00:00Z \
 //	  dist/kbgen-v0.1.0-linux-amd64 > dist/kbgen-v0.1.0-linux-amd64.cdx.json
@@ -52,13 +53,19 @@ func main() {
 // Stamp is what scripts/release.sh stamped into the binary with -X.
 type Stamp struct{ Version, Commit, Date string }
 
+// helperPackage is kbgen-nvml's main package: the binary that must link
+// libc, where kbgen must not.
+const helperPackage = "github.com/gpu-mode/kbgen/cmd/kbgen-nvml"
+
 func run(path string, st Stamp, w io.Writer) error {
-	if err := sandbox.CheckStatic(path); err != nil {
-		return err
-	}
 	bi, err := buildinfo.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("%s: no Go build info: %w", path, err)
+	}
+	if bi.Path != helperPackage {
+		if err := sandbox.CheckStatic(path); err != nil {
+			return err
+		}
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -128,7 +135,14 @@ func FromBuildInfo(bi *debug.BuildInfo, sha string, st Stamp) (*BOM, error) {
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
 	}
-	if settings["CGO_ENABLED"] != "0" {
+	name := "kbgen"
+	switch {
+	case bi.Path == helperPackage:
+		name = "kbgen-nvml"
+		if settings["CGO_ENABLED"] != "1" {
+			return nil, errors.New("kbgen-nvml built without cgo: it cannot load NVML")
+		}
+	case settings["CGO_ENABLED"] != "0":
 		return nil, errors.New("built with cgo (CGO_ENABLED is not 0): the sandbox mounts kbgen into images of any libc, so it must be static")
 	}
 	if settings["-trimpath"] != "true" {
@@ -136,7 +150,7 @@ func FromBuildInfo(bi *debug.BuildInfo, sha string, st Stamp) (*BOM, error) {
 	}
 	version := st.Version
 	main := Component{
-		Type: "application", Name: "kbgen", Version: version,
+		Type: "application", Name: name, Version: version,
 		PURL:   purl(bi.Main.Path, version),
 		Hashes: []Hash{{Alg: "SHA-256", Content: sha}},
 	}

@@ -9,6 +9,7 @@ import (
 func releaseInfo(cgo, trimpath string) *debug.BuildInfo {
 	return &debug.BuildInfo{
 		GoVersion: "go1.26.8",
+		Path:      "github.com/gpu-mode/kbgen/cmd/kbgen",
 		Main:      debug.Module{Path: "github.com/gpu-mode/kbgen"},
 		Deps: []*debug.Module{
 			{Path: "github.com/alecthomas/kong", Version: "v1.12.1", Sum: "h1:abc="},
@@ -23,12 +24,20 @@ func releaseInfo(cgo, trimpath string) *debug.BuildInfo {
 func TestFromBuildInfo(t *testing.T) {
 	t.Parallel()
 	sha := strings.Repeat("ab", 32)
+	helper := func(cgo string) *debug.BuildInfo {
+		bi := releaseInfo(cgo, "true")
+		bi.Path = helperPackage
+		return bi
+	}
 	for _, tc := range []struct {
 		name    string
 		bi      *debug.BuildInfo
 		wantErr string
+		want    string // the main component's name
 	}{
-		{name: "release build", bi: releaseInfo("0", "true")},
+		{name: "release build", bi: releaseInfo("0", "true"), want: "kbgen"},
+		{name: "the NVML helper links libc", bi: helper("1"), want: "kbgen-nvml"},
+		{name: "an NVML helper without cgo refused", bi: helper("0"), wantErr: "cannot load NVML"},
 		{name: "cgo build refused", bi: releaseInfo("1", "true"), wantErr: "built with cgo"},
 		{name: "untrimmed build refused", bi: releaseInfo("0", ""), wantErr: "without -trimpath"},
 	} {
@@ -45,6 +54,9 @@ func TestFromBuildInfo(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := bom.Metadata.Component
+			if m.Name != tc.want {
+				t.Errorf("main component named %q, want %q", m.Name, tc.want)
+			}
 			if m.Version != "v0.1.0" || m.PURL != "pkg:golang/github.com/gpu-mode/kbgen@v0.1.0" || m.Hashes[0].Content != sha {
 				t.Errorf("main component %+v", m)
 			}
