@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/nvsmi"
+	"github.com/gpu-mode/kbgen/nvmlhelper"
 )
 
 // Runner runs a command and returns its standard output. Doctor and
@@ -54,7 +55,12 @@ type Machine struct {
 	// needed.
 	NvidiaTopo []byte
 	NvidiaList []byte
-	Runner     Runner
+	// Inventory is kbgen-nvml's NVML inventory: it answers for all three
+	// nvidia-smi queries where their fixtures are not given. InventoryNote
+	// says why there is none on an NVIDIA machine (a plan note).
+	Inventory     *nvmlhelper.Inventory
+	InventoryNote string
+	Runner        Runner
 }
 
 // DetectGPUs finds the machine's GPUs and their runtime: NVIDIA when
@@ -63,6 +69,10 @@ type Machine struct {
 func DetectGPUs(ctx context.Context, m Machine) (contract.Runtime, []GPU, error) {
 	if m.NvidiaSMI != nil {
 		gpus, err := ParseNvidiaSMI(m.NvidiaSMI)
+		return contract.RuntimeNVIDIA, gpus, err
+	}
+	if m.Inventory != nil {
+		gpus, err := inventoryGPUs(m.Inventory)
 		return contract.RuntimeNVIDIA, gpus, err
 	}
 	if m.RocmSMI != nil {
@@ -104,15 +114,14 @@ func PlanMachine(ctx context.Context, m Machine, opts PlanOptions) (*Plan, error
 	if note != "" {
 		p.Notes = append(p.Notes, note)
 	}
+	if rt == contract.RuntimeNVIDIA && m.InventoryNote != "" {
+		p.Notes = append(p.Notes, m.InventoryNote)
+	}
 	if opts.MIGQueue != "" {
 		if rt != contract.RuntimeNVIDIA {
 			return nil, fmt.Errorf("MIG queue %s: MIG is NVIDIA's; this node's GPUs are %s", opts.MIGQueue, rt)
 		}
-		list, err := toolOutput(ctx, m, m.NvidiaList, NvidiaListArgs)
-		if err != nil {
-			return nil, fmt.Errorf("listing MIG instances: %w", err)
-		}
-		migs, err := nvsmi.ParseMIG(list)
+		migs, err := machineMIG(ctx, m)
 		if err != nil {
 			return nil, err
 		}
@@ -132,6 +141,19 @@ func PlanMachine(ctx context.Context, m Machine, opts PlanOptions) (*Plan, error
 	return p, nil
 }
 
+// machineMIG is each GPU's MIG instances: nvidia-smi -L's fixture, the
+// NVML inventory, or nvidia-smi -L run.
+func machineMIG(ctx context.Context, m Machine) (map[int][]nvsmi.MIGInstance, error) {
+	if m.NvidiaList == nil && m.Inventory != nil {
+		return inventoryMIG(m.Inventory), nil
+	}
+	list, err := toolOutput(ctx, m, m.NvidiaList, NvidiaListArgs)
+	if err != nil {
+		return nil, fmt.Errorf("listing MIG instances: %w", err)
+	}
+	return nvsmi.ParseMIG(list)
+}
+
 // toolOutput is a fixture's content, or the nvidia-smi query run.
 func toolOutput(ctx context.Context, m Machine, fixture []byte, args []string) ([]byte, error) {
 	if fixture != nil {
@@ -148,6 +170,9 @@ func toolOutput(ctx context.Context, m Machine, fixture []byte, args []string) (
 func machineLinks(ctx context.Context, m Machine, rt contract.Runtime, p *Plan) (Links, error) {
 	if rt == contract.RuntimeROCm {
 		return ReadKFDLinks(m.Sys, numaLinks(p))
+	}
+	if m.NvidiaTopo == nil && m.Inventory != nil {
+		return inventoryLinks(m.Inventory)
 	}
 	out, err := toolOutput(ctx, m, m.NvidiaTopo, NvidiaTopoArgs)
 	if err != nil {

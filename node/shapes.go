@@ -76,26 +76,38 @@ func ParseNvidiaTopo(out []byte) (Links, error) {
 			if !ok || col == row {
 				continue
 			}
-			v := f[1+k]
-			switch {
-			case nvLink.MatchString(v):
-				m[[2]int{row, col}] = fabricLink(v)
-			case linkRanks[v] > 0:
-				m[[2]int{row, col}] = Link{linkRanks[v], v}
-			default:
-				return nil, fmt.Errorf("nvidia-smi topo -m: GPU%d-GPU%d link %q is not one of X, NV<n>, PIX, PXB, PHB, NODE, SYS", row, col, v)
+			l, err := parseLink(f[1+k])
+			if err != nil {
+				return nil, fmt.Errorf("nvidia-smi topo -m: GPU%d-GPU%d: %w", row, col, err)
 			}
+			m[[2]int{row, col}] = l
 		}
 	}
 	if len(m) == 0 {
 		return nil, fmt.Errorf("nvidia-smi topo -m lists no GPU pairs")
 	}
+	return linksOf(m), nil
+}
+
+// parseLink reads one connection type of topo -m's legend.
+func parseLink(v string) (Link, error) {
+	switch {
+	case nvLink.MatchString(v):
+		return fabricLink(v), nil
+	case linkRanks[v] > 0:
+		return Link{linkRanks[v], v}, nil
+	}
+	return Link{}, fmt.Errorf("link %q is not one of X, NV<n>, PIX, PXB, PHB, NODE, SYS", v)
+}
+
+// linksOf answers from m, and SYS (the farthest) for a pair it lacks.
+func linksOf(m map[[2]int]Link) Links {
 	return func(a, b int) Link {
 		if l, ok := m[[2]int{a, b}]; ok {
 			return l
 		}
 		return Link{linkRanks["SYS"], "SYS"}
-	}, nil
+	}
 }
 
 var ansi = lazyre.New(`\x1b\[[0-9;]*m`)

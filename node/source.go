@@ -1,7 +1,9 @@
 package node
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/size"
+	"github.com/gpu-mode/kbgen/nvmlhelper"
 	"github.com/gpu-mode/kbgen/registry"
 )
 
@@ -22,7 +25,13 @@ type Source struct {
 	// NvidiaSMI, RocmSMI, NvidiaTopo and NvidiaList are files holding
 	// those commands' output, used instead of running them ("": run).
 	NvidiaSMI, RocmSMI, NvidiaTopo, NvidiaList string
-	ReserveCores                               int
+	// NVMLInventory is a file holding `kbgen-nvml inventory`'s output, used
+	// for whichever of those three NVIDIA files is not given.
+	NVMLInventory string
+	// NVML is the kbgen-nvml helper asked for the inventory on a live
+	// machine (no GPU fixture given); without one, nvidia-smi runs.
+	NVML         nvmlhelper.Location
+	ReserveCores int
 	// ReserveMemory is docker size syntax (16g).
 	ReserveMemory string
 	// Shapes are multi-GPU queues served besides Queue; MIGQueue the
@@ -102,5 +111,40 @@ func (s Source) machine() (Machine, error) {
 			return mach, exitcode.Usagef("%s: %w", f.flag, err)
 		}
 	}
-	return mach, nil
+	return mach, s.inventory(&mach)
+}
+
+// inventory fills mach's NVML inventory: the --nvml-inventory file, or
+// on a live machine (no GPU fixture) the helper's answer. The helper
+// failing is not an error: nvidia-smi answers instead, and the plan says
+// why.
+func (s Source) inventory(mach *Machine) error {
+	if s.NVMLInventory != "" {
+		data, err := os.ReadFile(s.NVMLInventory)
+		if err != nil {
+			return exitcode.Usagef("--nvml-inventory: %w", err)
+		}
+		var inv nvmlhelper.Inventory
+		if err := json.Unmarshal(data, &inv); err != nil {
+			return exitcode.Usagef("--nvml-inventory %s: not kbgen-nvml inventory output: %w", s.NVMLInventory, err)
+		}
+		mach.Inventory = &inv
+		return nil
+	}
+	if s.NvidiaSMI != "" || s.RocmSMI != "" {
+		return nil
+	}
+	if s.NVML.Path == "" {
+		mach.InventoryNote = fmt.Sprintf("GPUs read with nvidia-smi: %s", cmp.Or(s.NVML.Absent, "no kbgen-nvml"))
+		return nil
+	}
+	h, err := nvmlhelper.Start(s.NVML.Path, os.Environ(), 0)
+	if err == nil {
+		defer h.Close()
+		mach.Inventory, err = h.Inventory()
+	}
+	if err != nil {
+		mach.InventoryNote = fmt.Sprintf("GPUs read with nvidia-smi: %v", err)
+	}
+	return nil
 }

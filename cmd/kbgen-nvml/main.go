@@ -4,7 +4,8 @@
 // the one dynamically linked kbgen binary (cgo, glibc); kbgen falls back
 // to nvidia-smi wherever it cannot run.
 //
-//	echo '{"op":"inventory"}' | kbgen-nvml
+//	echo '{"op":"sample"}' | kbgen-nvml
+//	kbgen-nvml inventory > nvml-inventory.json   # for kbgen node plan --nvml-inventory
 package main
 
 import (
@@ -24,12 +25,21 @@ func init() {
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0)
 }
 
+const usage = `usage: kbgen-nvml              serve requests on stdin, one JSON object a line (package nvmlhelper)
+       kbgen-nvml inventory    print this node's GPUs, MIG instances and links (kbgen node plan --nvml-inventory)`
+
 func main() {
-	if len(os.Args) > 1 {
-		fmt.Fprintln(os.Stderr, "usage: kbgen-nvml   (no arguments: requests on stdin, one JSON object a line; see package nvmlhelper)")
+	var err error
+	switch {
+	case len(os.Args) == 1:
+		err = serve.Serve(nvml.New(), os.Stdin, os.Stdout)
+	case len(os.Args) == 2 && os.Args[1] == "inventory":
+		err = serve.WriteInventory(nvml.New(), os.Stdout)
+	default:
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
-	if err := serve.Serve(nvml.New(), os.Stdin, os.Stdout); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "kbgen-nvml:", err)
 		os.Exit(1)
 	}

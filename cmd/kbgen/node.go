@@ -33,6 +33,7 @@ type machineFlags struct {
 	MIGQueue      string   `name:"mig-queue" placeholder:"QUEUE" help:"On each GPU with MIG enabled, one agent per MIG instance on this queue (a test-only queue of the registry) instead of the GPU's agent. Example: --mig-queue nvidia-h100-mig"`
 	NvidiaTopo    string   `name:"nvidia-topo" placeholder:"FILE" help:"Output of 'nvidia-smi topo -m' to use instead of running it (--shape). Example: --nvidia-topo topo.txt"`
 	NvidiaList    string   `name:"nvidia-smi-list" placeholder:"FILE" help:"Output of 'nvidia-smi -L' to use instead of running it (--mig-queue). Example: --nvidia-smi-list gpus.txt"`
+	NVMLInventory string   `name:"nvml-inventory" placeholder:"FILE" help:"Output of 'kbgen-nvml inventory' (GPUs, MIG instances and links from NVML) for whichever of the three nvidia-smi files is not given. On a live machine kbgen asks the kbgen-nvml beside it, and runs nvidia-smi where there is none. Example: --nvml-inventory node/testdata/l4x4/nvml-inventory.json"`
 	ReserveMemory string   `default:"16g" placeholder:"SIZE" help:"Memory of each NUMA node kept for the host, docker syntax. Default: ${default} (setup-node.sh: RESERVE_MEMORY). Example: --reserve-memory 32g"`
 }
 
@@ -41,6 +42,7 @@ type machineFlags struct {
 func (m *machineFlags) source(g *Globals, queue string) node.Source {
 	return node.Source{
 		Sysfs: m.Sysfs, NvidiaSMI: m.NvidiaSMI, RocmSMI: m.RocmSMI, NvidiaTopo: m.NvidiaTopo, NvidiaList: m.NvidiaList,
+		NVMLInventory: m.NVMLInventory, NVML: g.NVML(),
 		ReserveCores: m.ReserveCores, ReserveMemory: m.ReserveMemory, Shapes: m.Shape, MIGQueue: m.MIGQueue,
 		Queue: queue, Vendors: g.Getenv(contract.EnvVendors),
 	}

@@ -55,6 +55,22 @@ func Serve(lib nvml.Interface, r io.Reader, w io.Writer) error {
 	return sc.Err()
 }
 
+// WriteInventory loads NVML through lib and writes its inventory to w as
+// indented JSON: the file `kbgen node plan --nvml-inventory` reads.
+func WriteInventory(lib nvml.Interface, w io.Writer) error {
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return fmt.Errorf("loading NVML: %v", ret)
+	}
+	defer lib.Shutdown()
+	inv, err := (&handler{lib: lib, procRoot: "/proc"}).inventory()
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(inv)
+}
+
 // answer is the reply to one request line.
 func (s *handler) answer(line []byte) nvmlhelper.Reply {
 	var req nvmlhelper.Request

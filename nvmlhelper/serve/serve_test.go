@@ -186,3 +186,24 @@ func TestServeInventory(t *testing.T) {
 		})
 	}
 }
+
+// WriteInventory's file is what the node reads with --nvml-inventory.
+func TestWriteInventory(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := WriteInventory(node(t, 4, pcie, l4), &out); err != nil {
+		t.Fatal(err)
+	}
+	var inv nvmlhelper.Inventory
+	if err := json.Unmarshal(out.Bytes(), &inv); err != nil {
+		t.Fatalf("not an inventory: %v\n%s", err, out.String())
+	}
+	if len(inv.GPUs) != 4 || inv.Links[2][3] != "PIX" || inv.Driver != "570.124.06" {
+		t.Errorf("inventory = %+v", inv)
+	}
+	s := node(t, 1, pcie, l4)
+	s.InitFunc = func() nvml.Return { return nvml.ERROR_DRIVER_NOT_LOADED }
+	if err := WriteInventory(s, &out); err == nil || !strings.Contains(err.Error(), "ERROR_DRIVER_NOT_LOADED") {
+		t.Errorf("WriteInventory without a driver = %v", err)
+	}
+}
