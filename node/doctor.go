@@ -94,6 +94,9 @@ func (d *Doctor) Run(ctx context.Context) []Check {
 		return out
 	}
 	out = append(out, d.checkStatic(), d.checkPluginPin(plan), d.checkAgentVersion(ctx, UnitName))
+	if rt == contract.RuntimeNVIDIA {
+		out = append(out, d.checkNVML(plan))
+	}
 	for _, a := range plan.Agents {
 		out = append(out, d.checkUnit(ctx, a.Unit()))
 	}

@@ -138,10 +138,10 @@ func TestDoctorHealthyNVIDIA(t *testing.T) {
 	}
 	// installed, driver, docker, toolkit, profiling counters (skipped:
 	// no driver params here), GPU fault reports (skipped: no /proc here),
-	// cgroup, static kbgen (skipped), plugin pin, agent version, 8 units,
-	// housekeeping, 8 isolation probes.
-	if n != 7+3+8+1+8 {
-		t.Errorf("%d checks, want 27", n)
+	// cgroup, static kbgen (skipped), plugin pin, agent version,
+	// kbgen-nvml (skipped), 8 units, housekeeping, 8 isolation probes.
+	if n != 7+4+8+1+8 {
+		t.Errorf("%d checks, want 28", n)
 	}
 	// The probe runs exactly the sandbox's argv: --gpus by UUID and the
 	// agent's cpuset, no network.
