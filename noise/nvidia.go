@@ -118,14 +118,16 @@ var gpuQueries = [][]string{
 	{"uuid", "clocks.sm", "clocks.mem", "clocks_throttle_reasons.active", "temperature.gpu", "power.draw", "ecc.errors.uncorrected.volatile.total"},
 }
 
-// nvidiaProbe queries one GPU through kbgen-nvml, or nvidia-smi where
-// the helper is absent or has failed; it remembers which nvidia-smi
-// query level the driver accepts, so only the first sample pays for a
-// fallback.
+// nvidiaProbe queries the run's GPUs through kbgen-nvml, or nvidia-smi
+// where the helper is absent or has failed; it remembers which
+// nvidia-smi query level the driver accepts, so only the first sample
+// pays for a fallback.
 type nvidiaProbe struct {
 	env []string
-	// gpu selects the GPU (-i): a UUID or an index; "" is the first.
+	// gpu selects the GPU (-i): a UUID or an index; "" is the first
+	// count visible ones (inside the sandbox, the job's set).
 	gpu   string
+	count int
 	nvml  *nvmlConn
 	mu    sync.Mutex
 	level int
@@ -141,25 +143,28 @@ type nvidiaSample struct {
 	nvmlAbsent string
 }
 
-func (p *nvidiaProbe) sample(ctx context.Context) nvidiaSample {
+// sample reads each of the run's GPUs: one sample per GPU, or a single
+// one carrying the error.
+func (p *nvidiaProbe) sample(ctx context.Context) []nvidiaSample {
 	h, err := p.nvml.get()
 	if h != nil {
-		s, serr := sampleNVML(h, p.gpu)
+		s, serr := sampleNVML(h, p.gpu, p.count)
 		if serr == nil {
 			return s
 		}
 		p.nvml.fail(serr)
 		err = serr
 	}
-	s := p.sampleSMI(ctx)
-	s.nvmlAbsent = err.Error()
-	return s
+	out := p.sampleSMI(ctx)
+	for i := range out {
+		out[i].nvmlAbsent = err.Error()
+	}
+	return out
 }
 
-// sampleSMI reads the GPU and its compute processes with two nvidia-smi
-// calls, run at once.
-func (p *nvidiaProbe) sampleSMI(ctx context.Context) nvidiaSample {
-	s := nvidiaSample{source: sourceNvidiaSMI}
+// sampleSMI reads the GPUs and their compute processes with two
+// nvidia-smi calls, run at once.
+func (p *nvidiaProbe) sampleSMI(ctx context.Context) []nvidiaSample {
 	var wg sync.WaitGroup
 	var apps []byte
 	var appsErr error
@@ -168,15 +173,29 @@ func (p *nvidiaProbe) sampleSMI(ctx context.Context) nvidiaSample {
 		defer wg.Done()
 		apps, appsErr = runTool(ctx, p.env, "nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
 	}()
-	s.gpu, s.uuid, s.err = p.query(ctx)
+	gpus, err := p.query(ctx)
 	wg.Wait()
-	if s.err == nil && appsErr == nil {
-		s.procs = parseApps(apps, s.uuid)
+	if err != nil {
+		return []nvidiaSample{{err: err, source: sourceNvidiaSMI}}
 	}
-	return s
+	out := make([]nvidiaSample, 0, len(gpus))
+	for _, g := range gpus[:min(len(gpus), max(p.count, 1))] {
+		s := nvidiaSample{gpu: g.gpu, uuid: g.uuid, source: sourceNvidiaSMI}
+		if appsErr == nil {
+			s.procs = parseApps(apps, s.uuid)
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
-func (p *nvidiaProbe) query(ctx context.Context) (*GPUSample, string, error) {
+// gpuLine is one GPU's line of a --query-gpu CSV.
+type gpuLine struct {
+	gpu  *GPUSample
+	uuid string
+}
+
+func (p *nvidiaProbe) query(ctx context.Context) ([]gpuLine, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for ; p.level < len(gpuQueries); p.level++ {
@@ -190,11 +209,30 @@ func (p *nvidiaProbe) query(ctx context.Context) (*GPUSample, string, error) {
 			if strings.Contains(err.Error(), "not a valid field") && p.level+1 < len(gpuQueries) {
 				continue
 			}
-			return nil, "", err
+			return nil, err
 		}
-		return parseGPU(out, fields)
+		return parseGPUs(out, fields)
 	}
-	return nil, "", errors.New("nvidia-smi accepts none of kbgen's queries")
+	return nil, errors.New("nvidia-smi accepts none of kbgen's queries")
+}
+
+// parseGPUs reads every line of a --query-gpu CSV.
+func parseGPUs(out []byte, fields []string) ([]gpuLine, error) {
+	var gpus []gpuLine
+	for line := range strings.Lines(string(out)) {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		g, uuid, err := parseGPU([]byte(line), fields)
+		if err != nil {
+			return nil, err
+		}
+		gpus = append(gpus, gpuLine{g, uuid})
+	}
+	if len(gpus) == 0 {
+		return nil, errors.New("nvidia-smi printed no GPU")
+	}
+	return gpus, nil
 }
 
 // parseGPU reads the first line of a --query-gpu CSV.
@@ -255,6 +293,20 @@ func parseApps(out []byte, uuid string) []GPUProcess {
 		procs = append(procs, GPUProcess{PID: pid, Name: strings.TrimSpace(f[2]), UsedMemoryMB: mem})
 	}
 	return procs
+}
+
+// nvidiaReports pairs each GPU's before and after samples: the first
+// GPU's report, and its peers'. A failed sample is the first GPU's
+// report (unavailable, with why) and no peers.
+func nvidiaReports(before, after []nvidiaSample) (NVIDIAReport, []NVIDIAReport) {
+	first := nvidiaReport(before[0], after[0])
+	var peers []NVIDIAReport
+	for i := 1; i < min(len(before), len(after)); i++ {
+		if before[i].uuid == after[i].uuid {
+			peers = append(peers, nvidiaReport(before[i], after[i]))
+		}
+	}
+	return first, peers
 }
 
 func nvidiaReport(before, after nvidiaSample) NVIDIAReport {

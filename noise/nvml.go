@@ -63,20 +63,25 @@ func (c *nvmlConn) close() {
 	}
 }
 
-// sampleNVML reads gpu ("": the first visible) through the helper.
-func sampleNVML(h *nvmlhelper.Helper, gpu string) (nvidiaSample, error) {
+// sampleNVML reads gpu, or ("") the first count visible GPUs, through
+// the helper.
+func sampleNVML(h *nvmlhelper.Helper, gpu string, count int) ([]nvidiaSample, error) {
 	var names []string
 	if gpu != "" {
 		names = []string{gpu}
 	}
 	samples, err := h.Sample(names...)
 	if err != nil {
-		return nvidiaSample{}, err
+		return nil, err
 	}
 	if len(samples) == 0 {
-		return nvidiaSample{}, fmt.Errorf("kbgen-nvml sees no GPU")
+		return nil, fmt.Errorf("kbgen-nvml sees no GPU")
 	}
-	return fromNVML(samples[0]), nil
+	out := make([]nvidiaSample, 0, len(samples))
+	for _, s := range samples[:min(len(samples), max(count, 1))] {
+		out = append(out, fromNVML(s))
+	}
+	return out, nil
 }
 
 // fromNVML is the helper's reading in the nvidia-smi path's terms.

@@ -47,3 +47,47 @@ func TestNVMLHelper(t *testing.T) {
 		})
 	}
 }
+
+// A multi-GPU run records every GPU of its set, read either way: the
+// first as "nvidia", the others as "nvidia_peers", and a peer's noise is
+// named by its GPU.
+func TestMultiGPURecord(t *testing.T) {
+	helper, _ := filepath.Abs("testdata/bin/kbgen-nvml")
+	const peer = "GPU-7a4c3b21-2d3e-4f60-9bac-1d2e3f4a5b6c"
+	tests := []struct {
+		name  string
+		count int
+		loc   nvmlhelper.Location
+		peers int
+	}{
+		{"two GPUs, nvidia-smi", 2, nvmlhelper.Location{Absent: "none"}, 1},
+		{"two GPUs, kbgen-nvml", 2, nvmlhelper.Location{Path: helper}, 1},
+		{"one GPU of two visible", 1, nvmlhelper.Location{Path: helper}, 0},
+		{"count unset is one", 0, nvmlhelper.Location{Absent: "none"}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario(t, "gpu-pair")
+			s.cfg.GPUCount, s.cfg.NVML = tc.count, tc.loc
+			rec := s.run("leaderboard", Policy{})
+			run := rec.Runs["leaderboard"]
+			if len(run.NVIDIAPeers) != tc.peers {
+				t.Fatalf("%d peers, want %d: %+v", len(run.NVIDIAPeers), tc.peers, run.NVIDIAPeers)
+			}
+			if run.NVIDIA.UUID != "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b" || len(run.NVIDIA.ForeignProcesses) != 0 {
+				t.Errorf("first GPU = %s with %v, want GPU-6f3b… and no foreign process", run.NVIDIA.UUID, run.NVIDIA.ForeignProcesses)
+			}
+			reasons := reasonsOf(rec)
+			want := "nvidia external: GPU " + peer + ": other compute processes on the GPU: python3[777]"
+			if got := strings.Contains(reasons, want); got != (tc.peers == 1) {
+				t.Errorf("reasons say %q: %v, want %v:\n%s", want, got, tc.peers == 1, reasons)
+			}
+			if tc.peers == 1 {
+				p := run.NVIDIAPeers[0]
+				if p.UUID != peer || *p.After.PowerW != 301 {
+					t.Errorf("peer = %s at %v W, want %s at 301 W", p.UUID, *p.After.PowerW, peer)
+				}
+			}
+		})
+	}
+}

@@ -98,8 +98,11 @@ type Run struct {
 	Frequency       FreqReport      `json:"cpu_frequency"`
 	Foreign         ForeignReport   `json:"foreign_processes"`
 	NVIDIA          NVIDIAReport    `json:"nvidia"`
-	ROCm            ROCmReport      `json:"rocm"`
-	CostMS          float64         `json:"cost_ms"`
+	// NVIDIAPeers are the other GPUs of a multi-GPU run's set, in order,
+	// each reported as NVIDIA reports the first.
+	NVIDIAPeers []NVIDIAReport `json:"nvidia_peers,omitempty"`
+	ROCm        ROCmReport     `json:"rocm"`
+	CostMS      float64        `json:"cost_ms"`
 }
 
 // Marshal is noise.json's text: indented, HTML characters unescaped.

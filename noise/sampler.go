@@ -20,9 +20,10 @@ type Config struct {
 	// Env is the environment GPU tools run with (their PATH).
 	Env []string
 	// GPU selects the NVIDIA GPU to query (nvidia-smi -i): a UUID or an
-	// index; "" queries the first visible one (inside the sandbox, the
-	// only one).
-	GPU string
+	// index; "" queries the first GPUCount visible ones (inside the
+	// sandbox, the job's set: one, or a multi-GPU step's N).
+	GPU      string
+	GPUCount int
 	// Self is the runner's pid, never foreign; 0 means os.Getpid().
 	Self int
 	// NoGPU skips nvidia-smi and rocm-smi (tests of the CPU sources).
@@ -66,7 +67,7 @@ type snapshot struct {
 	freq     freqSample
 	procs    map[int]procTimes
 	procsErr error
-	nv       nvidiaSample
+	nv       []nvidiaSample
 	rocm     rocmSample
 	cost     time.Duration
 }
@@ -94,7 +95,7 @@ func NewSampler(cfg Config) *Sampler {
 	if len(cfg.CPUs) > 0 {
 		s.cpus, s.cpuErr = cfg.CPUs, nil
 	}
-	s.nv = &nvidiaProbe{env: cfg.Env, gpu: cfg.GPU}
+	s.nv = &nvidiaProbe{env: cfg.Env, gpu: cfg.GPU, count: cfg.GPUCount}
 	if cfg.NoGPU {
 		cfg.NVML = nvmlhelper.Location{Absent: "GPU sources off"}
 	}
@@ -216,7 +217,7 @@ func (s *Sampler) compare(b, a *snapshot) *Run {
 		r.NVIDIA = NVIDIAReport{Availability: unavailable("GPU sources off"), ForeignProcesses: []GPUProcess{}}
 		r.ROCm = ROCmReport{Availability: unavailable("GPU sources off")}
 	} else {
-		r.NVIDIA = nvidiaReport(b.nv, a.nv)
+		r.NVIDIA, r.NVIDIAPeers = nvidiaReports(b.nv, a.nv)
 		r.ROCm = rocmReport(b.rocm, a.rocm)
 	}
 	return r

@@ -55,17 +55,21 @@ func Judge(key string, r *Run, p Policy) []Reason {
 	if t := r.Throttling; t.Status == OK && t.Throttled > 0 {
 		add("cgroup_throttling", false, "the job's cgroup was throttled in %d of %d CPU periods (%.0f ms) under its own load", t.Throttled, t.Periods, t.ThrottledMS)
 	}
-	out = append(out, judgeNVIDIA(key, r.NVIDIA)...)
+	out = append(out, judgeNVIDIA(key, "", r.NVIDIA)...)
+	for _, peer := range r.NVIDIAPeers {
+		out = append(out, judgeNVIDIA(key, "GPU "+peer.UUID+": ", peer)...)
+	}
 	return out
 }
 
-func judgeNVIDIA(key string, g NVIDIAReport) []Reason {
+// judgeNVIDIA is one GPU's reasons; a peer's messages name it (prefix).
+func judgeNVIDIA(key, prefix string, g NVIDIAReport) []Reason {
 	if g.Status != OK {
 		return nil
 	}
 	var out []Reason
 	add := func(external bool, format string, args ...any) {
-		out = append(out, Reason{Run: key, Source: "nvidia", External: external, Message: fmt.Sprintf(format, args...)})
+		out = append(out, Reason{Run: key, Source: "nvidia", External: external, Message: prefix + fmt.Sprintf(format, args...)})
 	}
 	if len(g.ForeignProcesses) > 0 {
 		var names []string

@@ -108,7 +108,10 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 		mode = in.Config.Mode
 		eo := opts.evalOptions(probe)
 		if !opts.NoNoise {
-			sampler = noise.NewSampler(noise.Config{Env: opts.Environ, GPU: noise.GPUFromEnv(opts.Environ, contract.EnvGPUUUID), NVML: opts.NVML})
+			// Every GPU the sandbox granted (a multi-GPU step's set), or
+			// outside it the one the environment names.
+			gpus, _ := grantedGPUs(opts.Environ)
+			sampler = noise.NewSampler(noise.Config{Env: opts.Environ, GPU: noise.GPUFromEnv(opts.Environ, contract.EnvGPUUUID), GPUCount: gpus, NVML: opts.NVML})
 			defer sampler.Close()
 			eo.Noise = sampler
 		}
