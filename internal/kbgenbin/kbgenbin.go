@@ -34,6 +34,10 @@ var (
 	e2eOnce sync.Once
 	e2ePath string
 	e2eErr  error
+
+	nvmlOnce sync.Once
+	nvmlPath string
+	nvmlErr  error
 )
 
 // Path returns the path of a kbgen built from this module's sources,
@@ -60,9 +64,34 @@ func E2EPath(t testing.TB) string {
 	return e2ePath
 }
 
-// build builds ./cmd/<name> into the cache directory of the current
-// sources, unless it is there already.
+// NVMLPath builds kbgen-nvml (cgo: it loads NVML) and returns its path.
+// It is not beside Path's kbgen, where kbgen would find and start it:
+// every other test's noise record would then depend on whether this one
+// ran first. Tests that want it beside a kbgen copy both. It skips the
+// test where there is no C compiler.
+func NVMLPath(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skip("no C compiler (cc): kbgen-nvml, which needs cgo, not built")
+	}
+	nvmlOnce.Do(func() {
+		nvmlPath, nvmlErr = buildIn("nvml", "kbgen-nvml", "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
+	})
+	if nvmlErr != nil {
+		t.Fatal(nvmlErr)
+	}
+	return nvmlPath
+}
+
+// build builds ./cmd/<name> static into the cache directory of the
+// current sources, unless it is there already.
 func build(name string) (string, error) {
+	return buildIn("", name, "CGO_ENABLED=0")
+}
+
+// buildIn builds ./cmd/<name> with env into sub of the cache directory of
+// the current sources, unless it is there already.
+func buildIn(sub, name string, env ...string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
@@ -71,7 +100,7 @@ func build(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(os.TempDir(), "kbgen-test-bin", key)
+	dir := filepath.Join(os.TempDir(), "kbgen-test-bin", key, sub)
 	bin := filepath.Join(dir, name)
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
@@ -89,11 +118,11 @@ func build(name string) (string, error) {
 	defer os.Remove(tmp.Name())
 	cmd := exec.Command("go", "build", "-o", tmp.Name(), "./cmd/"+name)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %v\n%s", name, err, out)
 	}
-	for _, d := range []string{filepath.Dir(dir), dir} {
+	for _, d := range []string{filepath.Join(os.TempDir(), "kbgen-test-bin"), filepath.Join(os.TempDir(), "kbgen-test-bin", key), dir} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			return "", err
 		}
@@ -101,7 +130,7 @@ func build(name string) (string, error) {
 	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
 		return "", err
 	}
-	pruneOld(filepath.Dir(dir))
+	pruneOld(filepath.Join(os.TempDir(), "kbgen-test-bin"))
 	return bin, os.Rename(tmp.Name(), bin)
 }
 

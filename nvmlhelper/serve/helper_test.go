@@ -51,7 +51,7 @@ func actAsHelper(mode string) int {
 }
 
 // startHelper runs this test binary as the helper in mode.
-func startHelper(t *testing.T, mode string, timeout time.Duration) (*nvmlhelper.Helper, error) {
+func startHelper(t testing.TB, mode string, timeout time.Duration) (*nvmlhelper.Helper, error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
