@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checklist of docs/testing.md, on a GPU host (no Docker or
 # Buildkite needed): a cu job and a torch job through `kbgen local` and
-# `kbgen run`, the noise record quiet and disturbed, the clean-GPU check
-# (`kbgen node check-gpu`), and `kbgen node qualify`. Prints one line per step ("NAME rc=N wall=MS") and leaves every
+# `kbgen run`, the noise record quiet and disturbed (through kbgen-nvml,
+# and again through nvidia-smi to compare cost_ms), the NVML inventory
+# against nvidia-smi's plan, the clean-GPU check (`kbgen node check-gpu`),
+# and `kbgen node qualify`. Prints one line per step ("NAME rc=N wall=MS") and leaves every
 # result.json, noise.json and log in OUTDIR for docs/testing.md.
 #
 #   bash scripts/gpu-checklist.sh KERNELBOT_EXAMPLES OUTDIR [KBGEN]
@@ -20,6 +22,11 @@ mkdir -p "$out" || exit 1
 if [ -z "$kbgen" ]; then
   kbgen="$out/kbgen"
   (cd "$(dirname "$0")/.." && CGO_ENABLED=0 go build -o "$kbgen" ./cmd/kbgen) || exit 1
+fi
+# kbgen-nvml beside kbgen, where kbgen looks (cgo: needs a C compiler).
+nvml="$(dirname "$kbgen")/kbgen-nvml"
+if [ ! -x "$nvml" ]; then
+  (cd "$(dirname "$0")/.." && CGO_ENABLED=1 CGO_CFLAGS="-O2 -Wno-deprecated-declarations" go build -o "$nvml" ./cmd/kbgen-nvml) || exit 1
 fi
 cu="$examples/identity_cuda"
 torch="$examples/matmul_py"
@@ -76,6 +83,9 @@ done
 export KBGEN_NOISE_POLICY="max_steal_percent=5,max_foreign_percent=1,retry=true" KBGEN_RETRY_COUNT=0
 runjob run-cu "$out/cu.b64"
 runjob run-torch-quiet "$out/torch.b64"
+# The same job with the noise record on nvidia-smi: compare the two
+# noise.json's cost_ms and nvidia.source (issue 15 item 7: < 10 ms a run).
+KBGEN_NVML_HELPER=off runjob run-torch-quiet-nvidia-smi "$out/torch.b64"
 gpuload 70; load=$!; sleep 8
 runjob run-torch-gpu-neighbour "$out/torch.b64"
 KBGEN_RETRY_COUNT=1 runjob run-torch-gpu-neighbour-retry "$out/torch.b64"
@@ -102,6 +112,11 @@ kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
   echo "kernel.dmesg_restrict=$(cat /proc/sys/kernel/dmesg_restrict)"
   echo "Xid lines in the kernel log: $(dmesg 2>/dev/null | grep -c 'NVRM: Xid')"
 } >"$out/gpu-health.txt" 2>&1
+
+# NVML's view of the node against nvidia-smi's: the two plans must match.
+step nvml-inventory "$nvml" inventory
+step plan-nvml "$kbgen" node plan --queue nvidia-h100 --json
+KBGEN_NVML_HELPER=off step plan-nvidia-smi "$kbgen" node plan --queue nvidia-h100 --json
 
 step qualify "$kbgen" node qualify --no-sandbox --json
 exit 0

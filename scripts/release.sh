@@ -58,8 +58,8 @@ for arch in $arches; do
   if [ -z "$cc" ] && [ "$arch" = "$(go env GOHOSTARCH)" ]; then
     cc=$(command -v cc || true)
   fi
-  if [ -z "$cc" ]; then
-    echo "release: warning: no C compiler for $arch (set $cc_var): no kbgen-nvml for $arch" >&2
+  if [ -z "$cc" ] || ! command -v "$cc" >/dev/null; then
+    echo "release: warning: no C compiler for $arch (${cc:-set $cc_var}): no kbgen-nvml for $arch; its nodes read the GPU with nvidia-smi" >&2
     continue
   fi
   echo "--- $helper"
