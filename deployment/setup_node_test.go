@@ -275,6 +275,9 @@ func TestSetupNodeStagingIdempotent(t *testing.T) {
 	e.nvidiaReady()
 	root := e.vars["ROOT"]
 	out, code := e.run("--dry-run")
+	if code != 0 {
+		t.Fatalf("dry run without a helper: exit %d:\n%s", code, out)
+	}
 	wantLines(t, out, "skipped      "+root+"/usr/local/bin/kbgen-nvml (set KBGEN_NVML_BINARY")
 	e.vars["KBGEN_NVML_BINARY"] = e.write("prebuilt/kbgen-nvml", "#!/bin/sh\nexit 1\n", 0o755)
 

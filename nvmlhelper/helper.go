@@ -129,11 +129,13 @@ func (h *Helper) call(req Request) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
-	if err := h.in.SetWriteDeadline(time.Now().Add(h.timeout)); err == nil {
+	err = h.in.SetWriteDeadline(time.Now().Add(h.timeout))
+	if err == nil {
 		_, err = h.in.Write(append(line, '\n'))
 	}
 	if err != nil {
-		return Reply{}, h.failLocked(fmt.Errorf("kbgen-nvml: writing a request: %w", err))
+		// A helper that died shows why on its stderr.
+		return Reply{}, h.failLocked(fmt.Errorf("kbgen-nvml: writing a request: %w", h.exitError(err)))
 	}
 	var rep Reply
 	if err := h.read(&rep); err != nil {

@@ -15,8 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/nvmlhelper"
 )
 
 // gpuScript is the GPU calibration: fp16 matmuls timed with CUDA events.
@@ -75,6 +77,9 @@ type GPURunner struct {
 	Python string
 	// Env is the environment the GPU tools (nvidia-smi) run with.
 	Env []string
+	// NVML is the kbgen-nvml beside this kbgen, which the calibration's
+	// noise record reads the GPU through (as a job's would), or why none.
+	NVML nvmlhelper.Location
 }
 
 // FindGPURunner returns a runner when python3 can import torch and see a
@@ -93,7 +98,8 @@ func FindGPURunner(ctx context.Context) (*GPURunner, string) {
 	if firstLine(string(out)) != "True" {
 		return nil, "torch sees no GPU"
 	}
-	return &GPURunner{Python: py, Env: os.Environ()}, ""
+	self, _ := os.Executable()
+	return &GPURunner{Python: py, Env: os.Environ(), NVML: nvmlhelper.Locate(contract.EnvironLookup(os.Environ()), self)}, ""
 }
 
 func (g *GPURunner) cmd(ctx context.Context, a node.Agent, args ...string) *exec.Cmd {
@@ -103,7 +109,8 @@ func (g *GPURunner) cmd(ctx context.Context, a node.Agent, args ...string) *exec
 }
 
 func (g *GPURunner) calibrate(ctx context.Context, a node.Agent, runs, reps int) (*gpuCalibration, []string, error) {
-	s := noise.NewSampler(noise.Config{Env: g.Env, GPU: a.GPU.UUID, CPUs: []int{}})
+	s := noise.NewSampler(noise.Config{Env: g.Env, GPU: a.GPU.UUID, CPUs: []int{}, NVML: g.NVML})
+	defer s.Close()
 	s.Begin("benchmark")
 	out, err := run(g.cmd(ctx, a, "calibrate", strconv.Itoa(runs), strconv.Itoa(reps), strconv.Itoa(int(GPUWindow/time.Millisecond)), strconv.Itoa(GPUMatrixSize)))
 	s.End("benchmark")

@@ -40,6 +40,10 @@ func actAsHelper(mode string) int {
 		_, _ = io.ReadAll(io.LimitReader(os.Stdin, 1))
 		fmt.Fprintln(os.Stderr, "kbgen-nvml: segmentation fault in libnvidia-ml")
 		return 139
+	case "gone":
+		fmt.Println(`{"driver":"570.124.06"}`)
+		fmt.Fprintln(os.Stderr, "kbgen-nvml: the driver went away")
+		return 3
 	case "loader":
 		fmt.Fprintln(os.Stderr, "kbgen-nvml: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found")
 		return 127
@@ -105,6 +109,9 @@ func TestHelperFails(t *testing.T) {
 		{mode: "loader", startErr: "GLIBC_2.34' not found"},
 		{mode: "hang", callErr: "no reply within 200ms"},
 		{mode: "crash", callErr: "segmentation fault in libnvidia-ml"},
+		// Gone before the request: the write or the read fails, and
+		// either way the error carries what it said on stderr.
+		{mode: "gone", callErr: "the driver went away"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.mode, func(t *testing.T) {
