@@ -205,14 +205,18 @@ else
   # Static: the sandbox mounts this binary into runner images of any libc.
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/gpu-mode/kbgen/internal/version.Version=$version" -o "$tmp/kbgen" ./cmd/kbgen)
 fi
-if cmp -s "$tmp/kbgen" "$kbgen_dest"; then
-  say "unchanged    $kbgen_dest"
-elif [ "$dry_run" = 1 ]; then
-  say "would install $kbgen_dest"
-else
-  install -D -m 0755 "$tmp/kbgen" "$kbgen_dest"
-  say "installed    $kbgen_dest"
-fi
+# install_binary SRC DEST: DEST becomes SRC (mode 0755) unless it is already.
+install_binary() {
+  if cmp -s "$1" "$2"; then
+    say "unchanged    $2"
+  elif [ "$dry_run" = 1 ]; then
+    say "would install $2"
+  else
+    install -D -m 0755 "$1" "$2"
+    say "installed    $2"
+  fi
+}
+install_binary "$tmp/kbgen" "$kbgen_dest"
 
 # kbgen-nvml reads NVML for the noise record and node discovery (package
 # nvmlhelper): one sample in well under a millisecond instead of two
@@ -230,13 +234,8 @@ if [ "$runtime" = nvidia ]; then
   fi
   if [ -z "$nvml_src" ]; then
     say "skipped      $nvml_dest (set KBGEN_NVML_BINARY, or build from a checkout with a C compiler): the noise record reads the GPU with nvidia-smi"
-  elif cmp -s "$nvml_src" "$nvml_dest"; then
-    say "unchanged    $nvml_dest"
-  elif [ "$dry_run" = 1 ]; then
-    say "would install $nvml_dest"
   else
-    install -D -m 0755 "$nvml_src" "$nvml_dest"
-    say "installed    $nvml_dest"
+    install_binary "$nvml_src" "$nvml_dest"
   fi
 fi
 

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/gpu-mode/kbgen/internal/syncbuf"
 )
 
 // DefaultTimeout bounds the helper's hello (loading NVML) and each reply.
@@ -30,7 +32,7 @@ type Helper struct {
 	in      *os.File
 	out     *os.File
 	r       *bufio.Reader
-	stderr  *limitedBuffer
+	stderr  *syncbuf.Buffer
 	timeout time.Duration
 	// exited closes when the helper has been reaped; waitErr is then how
 	// it ended.
@@ -47,7 +49,7 @@ func Start(path string, env []string, timeout time.Duration) (*Helper, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	h := &Helper{timeout: timeout, stderr: &limitedBuffer{max: 4096}}
+	h := &Helper{timeout: timeout, stderr: &syncbuf.Buffer{Max: 4096}}
 	if err := h.start(path, env); err != nil {
 		return nil, err
 	}
@@ -238,26 +240,4 @@ func (h *Helper) stop() error {
 func firstLine(s string) string {
 	line, _, _ := bytes.Cut([]byte(s), []byte("\n"))
 	return string(bytes.TrimSpace(line))
-}
-
-// limitedBuffer keeps the first max bytes written to it.
-type limitedBuffer struct {
-	mu  sync.Mutex
-	b   bytes.Buffer
-	max int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if room := l.max - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (l *limitedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gpu-mode/kbgen/internal/syncbuf"
 )
 
 // Exit codes of the evaluated program, Kernelbot's ExitCode.
@@ -97,7 +99,7 @@ func (p program) run(ctx context.Context) (*outcome, error) {
 		return r, w, nil
 	}
 	var stdout, stderr capture
-	var verdict limitedBuffer
+	verdict := syncbuf.Buffer{Max: maxVerdictBytes}
 	type stream struct {
 		r *os.File
 		w io.Writer
@@ -204,27 +206,6 @@ func exitCode(state *os.ProcessState) int {
 		return -int(ws.Signal())
 	}
 	return state.ExitCode()
-}
-
-// limitedBuffer keeps the first maxVerdictBytes written to it.
-type limitedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if room := maxVerdictBytes - len(b.buf); room > 0 {
-		b.buf = append(b.buf, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (b *limitedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf
 }
 
 func withoutKey(env []string, key string) []string {

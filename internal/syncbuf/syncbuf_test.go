@@ -27,3 +27,33 @@ func TestConcurrentWritesAndReads(t *testing.T) {
 		t.Fatalf("got %d bytes, want 800", len(got))
 	}
 }
+
+func TestMax(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		max    int
+		writes []string
+		want   string
+	}{
+		{"unbounded", 0, []string{"abc", "def"}, "abcdef"},
+		{"under", 10, []string{"abc", "def"}, "abcdef"},
+		{"cut within a write", 4, []string{"abc", "def"}, "abcd"},
+		{"full before a write", 3, []string{"abc", "def"}, "abc"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := Buffer{Max: tc.max}
+			for _, w := range tc.writes {
+				// Every write takes all of p, kept or not.
+				if n, err := b.Write([]byte(w)); n != len(w) || err != nil {
+					t.Fatalf("Write(%q) = %d, %v", w, n, err)
+				}
+			}
+			if got := string(b.Bytes()); got != tc.want {
+				t.Errorf("holds %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
