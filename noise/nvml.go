@@ -23,8 +23,11 @@ type nvmlConn struct {
 	err    error
 }
 
-// startNVML starts the helper at loc in the background; loc without a
-// path gives a connection that is already failed with loc's reason.
+// startNVML execs the helper at loc now, and waits for NVML to load in
+// the background: the exec is done before the caller goes on (in the
+// runner, before the evaluation's first process), the load overlaps its
+// work. loc without a path gives a connection already failed with loc's
+// reason.
 func startNVML(loc nvmlhelper.Location, env []string) *nvmlConn {
 	c := &nvmlConn{ready: make(chan struct{})}
 	if loc.Path == "" {
@@ -32,9 +35,19 @@ func startNVML(loc nvmlhelper.Location, env []string) *nvmlConn {
 		close(c.ready)
 		return c
 	}
+	h, err := nvmlhelper.Launch(loc.Path, env, 0)
+	if err != nil {
+		c.err = err
+		close(c.ready)
+		return c
+	}
 	go func() {
 		defer close(c.ready)
-		c.helper, c.err = nvmlhelper.Start(loc.Path, env, 0)
+		if err := h.Ready(); err != nil {
+			c.err = err
+			return
+		}
+		c.helper = h
 	}()
 	return c
 }

@@ -46,6 +46,20 @@ type Helper struct {
 // Start runs the helper at path with env and waits for its hello; timeout
 // 0 is DefaultTimeout. The helper lives until Close.
 func Start(path string, env []string, timeout time.Duration) (*Helper, error) {
+	h, err := Launch(path, env, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Ready(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Launch execs the helper and returns without waiting for NVML to load:
+// the caller decides when to wait (Ready), so loading overlaps its own
+// work while the exec itself is done before Launch returns.
+func Launch(path string, env []string, timeout time.Duration) (*Helper, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -53,15 +67,21 @@ func Start(path string, env []string, timeout time.Duration) (*Helper, error) {
 	if err := h.start(path, env); err != nil {
 		return nil, err
 	}
+	return h, nil
+}
+
+// Ready waits for the hello of a launched helper: nil once NVML has
+// loaded, else why not (and the helper is closed).
+func (h *Helper) Ready() error {
 	var hello Reply
 	if err := h.read(&hello); err != nil {
-		return nil, h.fail(fmt.Errorf("kbgen-nvml did not start: %w", err))
+		return h.fail(fmt.Errorf("kbgen-nvml did not start: %w", err))
 	}
 	if hello.Error != "" {
-		return nil, h.fail(errors.New("kbgen-nvml: " + hello.Error))
+		return h.fail(errors.New("kbgen-nvml: " + hello.Error))
 	}
 	h.Driver = hello.Driver
-	return h, nil
+	return nil
 }
 
 // start execs the helper with its stdin and stdout on pipes whose read
