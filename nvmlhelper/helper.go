@@ -99,6 +99,9 @@ func (h *Helper) start(path string, env []string) error {
 	}
 	h.cmd = exec.Command(path)
 	h.cmd.Env = env
+	// A child of the helper still holding its stderr must not keep Wait
+	// (and so the job) waiting once the helper itself is gone.
+	h.cmd.WaitDelay = h.timeout
 	h.cmd.Stdin, h.cmd.Stdout, h.cmd.Stderr = inR, outW, h.stderr
 	err = h.cmd.Start()
 	inR.Close()
@@ -250,11 +253,20 @@ func (h *Helper) stop() error {
 	}
 	select {
 	case <-h.exited:
+		return h.waitErr
 	case <-time.After(h.timeout):
 		_ = h.cmd.Process.Kill()
-		<-h.exited
 	}
-	return h.waitErr
+	// A helper stuck in the driver (an uninterruptible ioctl) may not die
+	// even of SIGKILL: give up on it rather than hang the job; the
+	// container's end takes it.
+	select {
+	case <-h.exited:
+		return h.waitErr
+	case <-time.After(h.timeout):
+		h.exited = nil
+		return fmt.Errorf("kbgen-nvml (pid %d) did not exit %v after SIGKILL; left behind", h.cmd.Process.Pid, h.timeout)
+	}
 }
 
 func firstLine(s string) string {

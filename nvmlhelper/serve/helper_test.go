@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,13 @@ func actAsHelper(mode string) int {
 		_, _ = io.ReadAll(io.LimitReader(os.Stdin, 1))
 		fmt.Fprintln(os.Stderr, "kbgen-nvml: segmentation fault in libnvidia-ml")
 		return 139
+	case "grandchild":
+		// A child that keeps the helper's stderr open outlives it.
+		child := exec.Command("sleep", "3")
+		child.Stderr = os.Stderr
+		_ = child.Start()
+		fmt.Println(`{"driver":"570.124.06"}`)
+		time.Sleep(time.Hour)
 	case "gone":
 		fmt.Println(`{"driver":"570.124.06"}`)
 		fmt.Fprintln(os.Stderr, "kbgen-nvml: the driver went away")
@@ -112,6 +120,9 @@ func TestHelperFails(t *testing.T) {
 		// Gone before the request: the write or the read fails, and
 		// either way the error carries what it said on stderr.
 		{mode: "gone", callErr: "the driver went away"},
+		// Killed after its silence, the helper's child still holds its
+		// stderr: the call returns anyway (WaitDelay), not after the child.
+		{mode: "grandchild", callErr: "no reply within 200ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.mode, func(t *testing.T) {
