@@ -12,7 +12,7 @@ import (
 // protocol (package nvmlhelper) as kbgen-nvml does, beside a kbgen.
 func TestDoctorNVML(t *testing.T) {
 	t.Parallel()
-	const hello = `echo '{"driver":"570.124.06"}'`
+	const hello = `echo '{"protocol":1,"driver":"570.124.06"}'`
 	// answer replies to the inventory request, then to the sample.
 	answer := func(gpus int) string {
 		inv := `{"inventory":{"driver":"570.124.06","gpus":[` + strings.Repeat(`{"index":0,"uuid":"GPU-1","pci_bus":"00000000:18:00.0","name":"NVIDIA L4"},`, gpus)

@@ -80,6 +80,9 @@ func (h *Helper) Ready() error {
 	if hello.Error != "" {
 		return h.fail(errors.New("kbgen-nvml: " + hello.Error))
 	}
+	if hello.Protocol != Protocol {
+		return h.fail(fmt.Errorf("kbgen-nvml speaks protocol %d, this kbgen %d: install the kbgen-nvml of kbgen's release", hello.Protocol, Protocol))
+	}
 	h.Driver = hello.Driver
 	return nil
 }

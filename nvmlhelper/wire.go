@@ -15,6 +15,12 @@
 // side, which links go-nvml and so needs cgo, is nvmlhelper/serve.
 package nvmlhelper
 
+// Protocol is the version of this wire format. The helper says it in its
+// hello, and a client refuses a helper that speaks another: a node whose
+// kbgen-nvml came from another release reads the GPU with nvidia-smi
+// rather than misread the helper.
+const Protocol = 1
+
 // Ops a Request names.
 const (
 	// OpSample reads each GPU's clocks, clock-event reasons and counters,
@@ -33,10 +39,11 @@ type Request struct {
 }
 
 // Reply is one line the helper writes: the first, unasked, is its hello
-// (Driver set once NVML is loaded, or Error when it cannot be), then one
-// per Request.
+// (Protocol and Driver set once NVML is loaded, or Error when it cannot
+// be), then one per Request.
 type Reply struct {
 	Error     string     `json:"error,omitempty"`
+	Protocol  int        `json:"protocol,omitempty"`
 	Driver    string     `json:"driver,omitempty"`
 	Samples   []Sample   `json:"samples,omitempty"`
 	Inventory *Inventory `json:"inventory,omitempty"`

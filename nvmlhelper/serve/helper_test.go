@@ -34,10 +34,10 @@ func actAsHelper(mode string) int {
 	case "nolib":
 		s.InitFunc = func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }
 	case "hang":
-		fmt.Println(`{"driver":"570.124.06"}`)
+		fmt.Println(`{"protocol":1,"driver":"570.124.06"}`)
 		time.Sleep(time.Hour)
 	case "crash":
-		fmt.Println(`{"driver":"570.124.06"}`)
+		fmt.Println(`{"protocol":1,"driver":"570.124.06"}`)
 		_, _ = io.ReadAll(io.LimitReader(os.Stdin, 1))
 		fmt.Fprintln(os.Stderr, "kbgen-nvml: segmentation fault in libnvidia-ml")
 		return 139
@@ -46,12 +46,15 @@ func actAsHelper(mode string) int {
 		child := exec.Command("sleep", "3")
 		child.Stderr = os.Stderr
 		_ = child.Start()
-		fmt.Println(`{"driver":"570.124.06"}`)
+		fmt.Println(`{"protocol":1,"driver":"570.124.06"}`)
 		time.Sleep(time.Hour)
 	case "gone":
-		fmt.Println(`{"driver":"570.124.06"}`)
+		fmt.Println(`{"protocol":1,"driver":"570.124.06"}`)
 		fmt.Fprintln(os.Stderr, "kbgen-nvml: the driver went away")
 		return 3
+	case "future":
+		fmt.Println(`{"protocol":2,"driver":"580.1"}`)
+		time.Sleep(time.Hour)
 	case "loader":
 		fmt.Fprintln(os.Stderr, "kbgen-nvml: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found")
 		return 127
@@ -115,6 +118,7 @@ func TestHelperFails(t *testing.T) {
 	}{
 		{mode: "nolib", startErr: "kbgen-nvml: loading NVML: ERROR_LIBRARY_NOT_FOUND"},
 		{mode: "loader", startErr: "GLIBC_2.34' not found"},
+		{mode: "future", startErr: "kbgen-nvml speaks protocol 2, this kbgen 1"},
 		{mode: "hang", callErr: "no reply within 200ms"},
 		{mode: "crash", callErr: "segmentation fault in libnvidia-ml"},
 		// Gone before the request: the write or the read fails, and

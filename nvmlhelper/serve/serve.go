@@ -41,7 +41,7 @@ func Serve(lib nvml.Interface, r io.Reader, w io.Writer) error {
 	if ret != nvml.SUCCESS {
 		driver = "unknown"
 	}
-	if err := enc.Encode(nvmlhelper.Reply{Driver: driver}); err != nil {
+	if err := enc.Encode(nvmlhelper.Reply{Protocol: nvmlhelper.Protocol, Driver: driver}); err != nil {
 		return err
 	}
 	s := &handler{lib: lib, procRoot: "/proc"}

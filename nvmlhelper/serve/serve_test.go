@@ -69,8 +69,8 @@ func TestServeSample(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(replies) != 3 || replies[0].Driver != "570.124.06" {
-				t.Fatalf("replies = %+v, want a hello with the driver and two answers", replies)
+			if len(replies) != 3 || replies[0].Driver != "570.124.06" || replies[0].Protocol != nvmlhelper.Protocol {
+				t.Fatalf("replies = %+v, want a hello with the protocol and driver, and two answers", replies)
 			}
 			// Pid 4242 is not this test's: no name, whatever /proc holds.
 			for i := range replies[1].Samples {
