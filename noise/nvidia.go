@@ -31,6 +31,11 @@ type NVIDIAReport struct {
 	// ForeignProcesses are compute processes on the GPU before or after
 	// the run, when none of the run's own can be alive.
 	ForeignProcesses []GPUProcess `json:"foreign_processes"`
+	// Xids are the Xid critical errors NVML reported on the GPU during
+	// the run (kbgen-nvml listens for them all along; nvidia-smi cannot);
+	// XidsUnwatched says why the helper could not listen.
+	Xids          []int  `json:"xids_during_run,omitempty"`
+	XidsUnwatched string `json:"xids_unwatched,omitempty"`
 }
 
 // GPUSample is one nvidia-smi reading of the GPU.
@@ -141,6 +146,9 @@ type nvidiaSample struct {
 	source string
 	// nvmlAbsent is why the helper did not take this sample.
 	nvmlAbsent string
+	// xids are NVML's Xids since the previous sample (the helper only).
+	xids          []int
+	xidsUnwatched string
 }
 
 // sample reads each of the run's GPUs: one sample per GPU, or a single
@@ -318,7 +326,8 @@ func nvidiaReport(before, after nvidiaSample) NVIDIAReport {
 	case after.err != nil:
 		return NVIDIAReport{Availability: unavailable("nvidia-smi: %v", after.err), ForeignProcesses: []GPUProcess{}}
 	}
-	r := NVIDIAReport{Availability: Availability{Status: OK}, Source: after.source, NVMLAbsent: cmp.Or(after.nvmlAbsent, before.nvmlAbsent), UUID: after.uuid, Before: before.gpu, After: after.gpu, ForeignProcesses: []GPUProcess{}}
+	r := NVIDIAReport{Availability: Availability{Status: OK}, Source: after.source, NVMLAbsent: cmp.Or(after.nvmlAbsent, before.nvmlAbsent), UUID: after.uuid,
+		Xids: after.xids, XidsUnwatched: after.xidsUnwatched, Before: before.gpu, After: after.gpu, ForeignProcesses: []GPUProcess{}}
 	for k, a := range after.gpu.counters {
 		if b, ok := before.gpu.counters[k]; ok && a >= b {
 			if r.EventCounters == nil {

@@ -111,5 +111,5 @@ func fromNVML(s nvmlhelper.Sample) nvidiaSample {
 	for _, p := range s.Processes {
 		procs = append(procs, GPUProcess{PID: p.PID, Name: p.Name, UsedMemoryMB: p.UsedMemoryMiB})
 	}
-	return nvidiaSample{gpu: g, uuid: s.UUID, procs: procs, source: sourceNVML}
+	return nvidiaSample{gpu: g, uuid: s.UUID, procs: procs, source: sourceNVML, xids: s.Xids, xidsUnwatched: s.XidsUnwatched}
 }

@@ -91,3 +91,29 @@ func TestMultiGPURecord(t *testing.T) {
 		})
 	}
 }
+
+// The Xids NVML reported between a run's two samples are the run's: the
+// machine's are external noise, the program's own (13, 31, 43, 45) its
+// own; one drained by the before sample belongs to no run.
+func TestXidsDuringRun(t *testing.T) {
+	helper, _ := filepath.Abs("testdata/bin/kbgen-nvml")
+	s := newScenario(t, "gpu-foreign", "NVML_FILE=nvml-xid.json")
+	s.cfg.NVML = nvmlhelper.Location{Path: helper}
+	rec := s.run("leaderboard", Policy{})
+	nv := rec.Runs["leaderboard"].NVIDIA
+	if d := cmp.Diff([]int{79, 13}, nv.Xids); d != "" {
+		t.Errorf("Xids during the run (-want +got):\n%s", d)
+	}
+	reasons := reasonsOf(rec)
+	for _, want := range []string{
+		"nvidia external: Xid 79 on the GPU during the run: the machine's fault",
+		"nvidia self: the program raised Xid 13 during the run (its own fault)",
+	} {
+		if !strings.Contains(reasons, want) {
+			t.Errorf("reasons lack %q:\n%s", want, reasons)
+		}
+	}
+	if strings.Contains(reasons, "Xid 48") {
+		t.Errorf("the Xid before the run counted:\n%s", reasons)
+	}
+}

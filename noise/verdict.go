@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/mdtext"
+	"github.com/gpu-mode/kbgen/internal/xid"
 )
 
 // Record judges every run recorded so far against p.
@@ -80,6 +81,13 @@ func judgeNVIDIA(key, prefix string, g NVIDIAReport) []Reason {
 	}
 	if d := g.ECCUncorrectedDelta; d != nil && *d > 0 {
 		add(true, "%d new uncorrected ECC errors during the run", *d)
+	}
+	for _, x := range g.Xids {
+		if xid.ByProgram(x) {
+			add(false, "the program raised Xid %d during the run (its own fault)", x)
+		} else {
+			add(true, "Xid %d on the GPU during the run: the machine's fault", x)
+		}
 	}
 	if g.Before != nil {
 		if ev := events(g.Before.EventReasons, eventLoad, eventExternal); len(ev) > 0 {

@@ -66,6 +66,11 @@ type Sample struct {
 	EventCountersUS map[string]float64 `json:"clock_event_counters_us,omitempty"`
 	ECCUncorrected  *int64             `json:"ecc_uncorrected,omitempty"`
 	Processes       []Process          `json:"processes,omitempty"`
+	// Xids are the Xid critical errors NVML reported on this GPU since the
+	// previous sample (the helper listens for them all along);
+	// XidsUnwatched says why it could not listen.
+	Xids          []int  `json:"xids,omitempty"`
+	XidsUnwatched string `json:"xids_unwatched,omitempty"`
 }
 
 // Process is a compute process on a GPU. Its name is /proc/<pid>/comm as

@@ -1,11 +1,11 @@
 package sandbox
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/lazyre"
+	"github.com/gpu-mode/kbgen/internal/xid"
 )
 
 // xidLine is the NVIDIA driver's Xid report in the kernel log:
@@ -13,36 +13,27 @@ import (
 // (older drivers write "(0000:03:00)" without "PCI:").
 var xidLine = lazyre.New(`NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-9a-fA-F])?\): ([0-9]+)`)
 
-// programXids are the Xids a program raises by its own fault: 13 (graphics
-// engine exception: an out-of-range access, a bad instruction), 31 (GPU
-// memory page fault: an illegal address), 43 (the GPU stopped the
-// faulting program's channel) and 45 (preemptive cleanup after one);
-// NVIDIA's Xid catalog resolves each by restarting the application. A
-// submission can raise them at will, so they must not take a node out of
-// rotation; every other Xid is the machine's.
-var programXids = []int{13, 31, 43, 45}
-
-// xid is one Xid report.
-type xid struct {
+// xidReport is one Xid report.
+type xidReport struct {
 	Code int
 	Text string
 }
 
-// xidsFor returns the machine's Xids (not programXids) that records hold
+// xidsFor returns the machine's Xids (not xid.ByProgram's) that records hold
 // for the GPU at busID (nvidia-smi's pci.bus_id, "00000000:3B:00.0").
-func xidsFor(records []kmsgRecord, busID string) []xid {
+func xidsFor(records []kmsgRecord, busID string) []xidReport {
 	want := normalBus(busID)
-	var out []xid
+	var out []xidReport
 	for _, r := range records {
 		m := xidLine.FindStringSubmatch(r.Text)
 		if m == nil || normalBus(m[1]+":"+m[2]+":"+m[3]) != want {
 			continue
 		}
 		code, err := strconv.Atoi(m[4])
-		if err != nil || slices.Contains(programXids, code) {
+		if err != nil || xid.ByProgram(code) {
 			continue
 		}
-		out = append(out, xid{Code: code, Text: r.Text})
+		out = append(out, xidReport{Code: code, Text: r.Text})
 	}
 	return out
 }

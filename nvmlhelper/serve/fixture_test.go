@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -38,10 +39,30 @@ func node(t *testing.T, n int, f fabric, cfg gpus.Config) *server.Server {
 		dev := d.(*server.Device)
 		dev.UUID = fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", i, i)
 		dev.PciBusID = fmt.Sprintf("00000000:%02X:00.0", 0x18+i*0x10)
+		dev.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
 		setReadings(dev, i)
 		setLinks(s, dev, i, f)
 	}
+	setEvents(s, make(chan nvml.EventData))
 	return s
+}
+
+// setEvents makes the node's NVML event sets deliver what is sent on
+// events, and time out (quickly) while nothing is.
+func setEvents(s *server.Server, events chan nvml.EventData) {
+	s.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{
+			WaitFunc: func(ms uint32) (nvml.EventData, nvml.Return) {
+				select {
+				case e := <-events:
+					return e, nvml.SUCCESS
+				case <-time.After(time.Duration(min(ms, 10)) * time.Millisecond):
+					return nvml.EventData{}, nvml.ERROR_TIMEOUT
+				}
+			},
+			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+		}, nvml.SUCCESS
+	}
 }
 
 func setReadings(d *server.Device, i int) {

@@ -64,6 +64,7 @@ func (s *handler) sample(d nvml.Device) nvmlhelper.Sample {
 	}
 	out.EventCountersUS = counters(d)
 	out.Processes = s.processes(d)
+	out.Xids, out.XidsUnwatched = s.xids.drain(out.UUID)
 	return out
 }
 

@@ -22,6 +22,8 @@ const maxRequest = 64 << 10
 // handler answers requests with one loaded NVML.
 type handler struct {
 	lib nvml.Interface
+	// xids watches for Xid events while serving; nil watches none.
+	xids *xidWatch
 	// procRoot is /proc, where a compute process's name is read.
 	procRoot string
 }
@@ -37,6 +39,8 @@ func Serve(lib nvml.Interface, r io.Reader, w io.Writer) error {
 		return err
 	}
 	defer lib.Shutdown()
+	xids := watchXids(lib)
+	defer xids.close()
 	driver, ret := lib.SystemGetDriverVersion()
 	if ret != nvml.SUCCESS {
 		driver = "unknown"
@@ -44,7 +48,7 @@ func Serve(lib nvml.Interface, r io.Reader, w io.Writer) error {
 	if err := enc.Encode(nvmlhelper.Reply{Protocol: nvmlhelper.Protocol, Driver: driver}); err != nil {
 		return err
 	}
-	s := &handler{lib: lib, procRoot: "/proc"}
+	s := &handler{lib: lib, xids: xids, procRoot: "/proc"}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), maxRequest)
 	for sc.Scan() {
