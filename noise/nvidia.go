@@ -11,7 +11,8 @@ import (
 	"sync"
 )
 
-// NVIDIAReport is the run's GPU as nvidia-smi sees it before and after.
+// NVIDIAReport is the run's GPU before and after, as kbgen-nvml (NVML)
+// or nvidia-smi reads it, in nvidia-smi's names and units either way.
 type NVIDIAReport struct {
 	Availability
 	// Source is what read the GPU: "nvml" (the kbgen-nvml helper) or
