@@ -58,3 +58,41 @@ func TestInImages(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandLine runs the built helper's two forms and a wrong one on
+// this machine, which has no NVML: each says why, with its exit code.
+func TestCommandLine(t *testing.T) {
+	helper := kbgenbin.NVMLPath(t)
+	tests := []struct {
+		args   []string
+		stdin  string
+		code   int
+		want   string
+		noNVML bool // the answer of a machine without libnvidia-ml
+	}{
+		{nil, `{"op":"sample"}`, 1, `{"error":"loading NVML: ERROR_LIBRARY_NOT_FOUND"}`, true},
+		{[]string{"inventory"}, "", 1, "kbgen-nvml: loading NVML: ERROR_LIBRARY_NOT_FOUND", true},
+		{[]string{"sample"}, "", 2, "usage: kbgen-nvml", false},
+	}
+	out, _ := exec.Command("ldconfig", "-p").Output()
+	hasNVML := strings.Contains(string(out), "libnvidia-ml.so.1")
+	for _, tc := range tests {
+		t.Run(strings.Join(append([]string{"kbgen-nvml"}, tc.args...), " "), func(t *testing.T) {
+			if tc.noNVML && hasNVML {
+				t.Skip("this machine has libnvidia-ml.so.1: the answer without NVML is not seen here (the GPU checklist runs the helper on the GPU)")
+			}
+			cmd := exec.Command(helper, tc.args...)
+			cmd.Stdin = strings.NewReader(tc.stdin)
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code || !strings.Contains(string(out), tc.want) {
+				t.Errorf("exit %d, output %q; want exit %d saying %q", code, out, tc.code, tc.want)
+			}
+		})
+	}
+}

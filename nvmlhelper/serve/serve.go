@@ -38,9 +38,14 @@ func Serve(lib nvml.Interface, r io.Reader, w io.Writer) error {
 		_ = enc.Encode(nvmlhelper.Reply{Error: err.Error()})
 		return err
 	}
-	defer lib.Shutdown()
 	xids := watchXids(lib)
-	defer xids.close()
+	// The job waits for the helper to exit: a watcher still blocked in
+	// NVML's event wait is left to the process's end, and NVML with it.
+	defer func() {
+		if xids.close(xidCloseWait) {
+			lib.Shutdown()
+		}
+	}()
 	driver, ret := lib.SystemGetDriverVersion()
 	if ret != nvml.SUCCESS {
 		driver = "unknown"

@@ -3,6 +3,7 @@ package serve
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -10,6 +11,10 @@ import (
 // xidWaitMS is how long one wait for an event blocks: the watcher checks
 // for its stop this often.
 const xidWaitMS = 200
+
+// xidCloseWait is how long the helper's exit waits for the watcher: not
+// a whole xidWaitMS, which would lengthen every job's end.
+const xidCloseWait = 20 * time.Millisecond
 
 // xidWatch collects the Xid critical errors NVML reports while the helper
 // lives. NVML delivers an Xid only to an event set registered when it
@@ -97,12 +102,19 @@ func (w *xidWatch) drain(uuid string) ([]int, string) {
 	return xids, w.why
 }
 
-// close stops the watcher and frees the event set.
-func (w *xidWatch) close() {
+// close stops the watcher and frees the event set, waiting at most wait
+// for the watcher's current event wait to end. It reports whether NVML is
+// free to shut down: false leaves the set to the process's exit.
+func (w *xidWatch) close(wait time.Duration) bool {
 	if w.set == nil {
-		return
+		return true
 	}
 	close(w.stop)
-	<-w.done
-	_ = w.set.Free()
+	select {
+	case <-w.done:
+		_ = w.set.Free()
+		return true
+	case <-time.After(wait):
+		return false
+	}
 }

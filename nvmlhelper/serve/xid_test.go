@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/google/go-cmp/cmp"
@@ -17,7 +18,7 @@ func TestXidWatch(t *testing.T) {
 	events := make(chan nvml.EventData, 2)
 	setEvents(s, events)
 	w := watchXids(s)
-	defer w.close()
+	defer w.close(time.Second)
 	gpu1 := s.Devices[1].(*server.Device)
 	events <- nvml.EventData{Device: gpu1, EventType: nvml.EventTypeXidCriticalError, EventData: 79}
 	events <- nvml.EventData{Device: gpu1, EventType: nvml.EventTypeXidCriticalError, EventData: 13}
@@ -72,5 +73,33 @@ func TestXidUnwatched(t *testing.T) {
 				t.Errorf("sample = %+v, want its readings and xids_unwatched %q", got, tc.why)
 			}
 		})
+	}
+}
+
+// The helper's exit does not wait out an event wait in progress: close
+// reports that NVML is still busy, and the process's end takes it.
+func TestXidCloseDoesNotWait(t *testing.T) {
+	t.Parallel()
+	s := node(t, 1, pcie, l4)
+	release, waiting := make(chan struct{}), make(chan struct{}, 1)
+	s.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{
+			WaitFunc: func(uint32) (nvml.EventData, nvml.Return) {
+				waiting <- struct{}{}
+				<-release
+				return nvml.EventData{}, nvml.ERROR_TIMEOUT
+			},
+			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+		}, nvml.SUCCESS
+	}
+	w := watchXids(s)
+	<-waiting
+	if w.close(20 * time.Millisecond) {
+		t.Error("close reported the watcher done while its wait was blocked")
+	}
+	close(release)
+	<-w.done
+	if w := watchXids(node(t, 1, pcie, l4)); !w.close(time.Second) {
+		t.Error("close of an idle watcher reported it busy")
 	}
 }
