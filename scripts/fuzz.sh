@@ -46,18 +46,33 @@ selected() {
 }
 
 failed=0 ran=0 found=()
-stamp=$(mktemp)
-trap 'rm -f "$stamp"' EXIT
+stamp=$(mktemp) log=$(mktemp)
+trap 'rm -f "$stamp" "$log"' EXIT
+
+# deadline_race NAME PKG: the run failed with nothing but "context deadline
+# exceeded" and wrote no input, and every committed seed still passes.
+# That is Go's fuzz coordinator racing its own -fuzztime deadline
+# (go.dev/issue/75804, fixed in Go 1.27; this module's Go is 1.26), not a
+# finding: nothing was found that could be reproduced.
+deadline_race() {
+  grep -q 'context deadline exceeded' "$log" || return 1
+  grep -v 'context deadline exceeded' "$log" | grep -q '"Output":"[^"]*\(panic:\|Failing input written\|_test.go:[0-9]\)' && return 1
+  go test -count=1 -run="^$1\$" "$2" >/dev/null 2>&1
+}
 while IFS=: read -r file name; do
   selected "$name" "$@" || continue
   pkg="./$(dirname "$file")"
   echo "--- $name ($pkg, $fuzztime)"
   ran=$((ran + 1))
   if ! go test -json -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" -fuzzminimizetime="$minimizetime" "$pkg" |
-    python3 scripts/gotest-summary.py; then
-    failed=1
+    tee "$log" | python3 scripts/gotest-summary.py; then
     # The input just found is the corpus file newer than the stamp.
     input=$(find "${pkg#./}/testdata/fuzz/$name" -type f -newer "$stamp" -printf '%f\n' 2>/dev/null | head -n 1)
+    if [[ -z $input ]] && deadline_race "$name" "$pkg"; then
+      echo "--- $name: not a finding: Go's fuzz coordinator stopped on its own -fuzztime deadline (context deadline exceeded, go.dev/issue/75804, fixed in Go 1.27); no input was written and every committed seed passes"
+      continue
+    fi
+    failed=1
     if [[ -n $input ]]; then
       found+=("$name: go test -run='^$name/$input\$' $pkg   (input: ${pkg#./}/testdata/fuzz/$name/$input)")
     else

@@ -312,3 +312,47 @@ func TestPinImages(t *testing.T) {
 		t.Errorf("bad argument: exit %d\n%s", code, out)
 	}
 }
+
+// TestFuzzScriptDeadlineRace runs scripts/fuzz.sh with a stand-in go whose
+// fuzzing run fails as Go 1.26's coordinator does when it races its own
+// -fuzztime deadline (go.dev/issue/75804: "context deadline exceeded", no
+// input written). With the committed seeds passing that is not a finding,
+// even where findings fail the run; with a seed failing it is one.
+func TestFuzzScriptDeadlineRace(t *testing.T) {
+	t.Parallel()
+	const race = `{"Action":"output","Package":"github.com/gpu-mode/kbgen/payload","Test":"FuzzDecode","Output":"--- FAIL: FuzzDecode (20.04s)\n"}
+{"Action":"output","Package":"github.com/gpu-mode/kbgen/payload","Test":"FuzzDecode","Output":"    context deadline exceeded\n"}
+{"Action":"fail","Package":"github.com/gpu-mode/kbgen/payload","Test":"FuzzDecode"}
+{"Action":"fail","Package":"github.com/gpu-mode/kbgen/payload"}`
+	tests := []struct {
+		name  string
+		seeds string // the stand-in's exit for the seed corpus run
+		code  int
+		want  string
+	}{
+		{"seeds pass: the race, not a finding", "0", 0, "not a finding: Go's fuzz coordinator stopped on its own -fuzztime deadline"},
+		{"a seed fails: a finding", "1", 1, "NEW FUZZ FINDING"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bin := t.TempDir()
+			stub := "#!/bin/sh\ncase \"$*\" in\n*-fuzz=*) cat <<'EOF'\n" + race + "\nEOF\nexit 1 ;;\n*) exit " + tc.seeds + " ;;\nesac\n"
+			if err := os.WriteFile(filepath.Join(bin, "go"), []byte(stub), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("bash", "fuzz.sh", "FuzzDecode")
+			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "FUZZ_FINDINGS=fail")
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code || !strings.Contains(string(out), tc.want) {
+				t.Errorf("exit %d, want %d saying %q:\n%s", code, tc.code, tc.want, out)
+			}
+		})
+	}
+}
