@@ -45,14 +45,8 @@ func TestInImages(t *testing.T) {
 				"--mount", "type=bind,source="+helper+",target=/usr/local/bin/kbgen-nvml,readonly",
 				"--entrypoint", "/usr/local/bin/kbgen-nvml", image)
 			cmd.Stdin = strings.NewReader(`{"op":"sample"}` + "\n")
-			out, err := cmd.CombinedOutput()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if (code != tc.code && (tc.code != -1 || code == 0)) || !strings.Contains(string(out), tc.want) {
+			out, code := combined(t, cmd)
+			if (code != tc.code && (tc.code != -1 || code == 0)) || !strings.Contains(out, tc.want) {
 				t.Errorf("exit %d, output %q; want exit %d saying %q", code, out, tc.code, tc.want)
 			}
 		})
@@ -83,16 +77,21 @@ func TestCommandLine(t *testing.T) {
 			}
 			cmd := exec.Command(helper, tc.args...)
 			cmd.Stdin = strings.NewReader(tc.stdin)
-			out, err := cmd.CombinedOutput()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != tc.code || !strings.Contains(string(out), tc.want) {
+			out, code := combined(t, cmd)
+			if code != tc.code || !strings.Contains(out, tc.want) {
 				t.Errorf("exit %d, output %q; want exit %d saying %q", code, out, tc.code, tc.want)
 			}
 		})
 	}
+}
+
+// combined runs cmd and returns its output and exit code; a command that
+// cannot start fails the test.
+func combined(t *testing.T, cmd *exec.Cmd) (string, int) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil {
+		t.Fatalf("%s did not start: %v", cmd.Path, err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
 }
