@@ -16,11 +16,39 @@ import (
 // may run on a leased one.
 const amdBusyHung = 90
 
-// amdFault is what amdgpu logs for a GPU in a bad state: a job or ring
-// timeout (a hung queue), a GPU reset, a MES or HWS hang, a RAS fatal
-// error. The device's PCI address prefixes the line ("amdgpu
-// 0000:c1:00.0: amdgpu: ring comp_1.0.0 timeout").
-var amdFault = lazyre.New(`(?i)(ring \S+ timeout|job timed ?out|GPU reset|hang|fatal error|uncorrectable)`)
+// amdFault is what amdgpu logs for a GPU in a bad state, the whole record
+// as the driver prints it: dev_err/dev_info on the device (the driver's
+// name and the device's PCI address, then amdgpu.h's dev_fmt "amdgpu: ")
+// and one of its fault messages at the start of the text: a ring timeout
+// (amdgpu_job_timedout, amdgpu_job.c), a ring or GPU reset and its
+// outcome (amdgpu_device_gpu_recover, amdgpu_device.c), MES not answering
+// (mes_v11_0.c, mes_v12_0.c), a RAS uncorrectable error (amdgpu_ras.c):
+//
+//	amdgpu 0000:c1:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=1, emitted seq=2
+//
+// Anchored at the record's start, so a trap or segfault record naming a
+// forged file or process does not count, nor the driver's own records
+// that carry a process's name in their middle ("Process information:
+// process … thread …", a page fault's "in process …"). A record without
+// the device (DRM_ERROR's "[drm:amdgpu_job_timedout [amdgpu]] *ERROR*
+// ring … timeout" of older kernels) names no GPU: it never counts.
+var amdFault = lazyre.New(`^amdgpu ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): amdgpu: (?:ring \S+ timeout|GPU reset begin!|GPU reset\([0-9]+\) (?:succeeded|failed)|GPU reset end with ret|GPU Recovery Failed|Ring \S+ reset (?:succeeded|failed)|MES failed to respond to msg=|(?:\{[0-9]+\})?(?:[0-9]+ )?uncorrectable hardware error)`)
+
+// amdFaultsFor returns the driver's fault records for the device at bus
+// (sysfs's "0000:c1:00.0"): kernel records only, in the grammar above, at
+// exactly that bus.
+func amdFaultsFor(records []kmsgRecord, bus string) []kmsgRecord {
+	var out []kmsgRecord
+	for _, r := range records {
+		if !driverRecord(r) {
+			continue
+		}
+		if m := amdFault.FindStringSubmatch(r.Text); m != nil && m[1] == bus {
+			out = append(out, r)
+		}
+	}
+	return out
+}
 
 // amdProblems reads each leased render node (renderD128) from sysfs,
 // which amdgpu and KFD make readable by every user: KFD's per-process
@@ -63,10 +91,8 @@ func (c GPUCheck) amdGPU(id string, queues map[string][]string, klog []kmsgRecor
 		msgs = append(msgs, problem(id, "has %d new uncorrectable memory (RAS) error(s) since the last job", n))
 	}
 	if klog != nil {
-		for _, r := range kernelLogSince(klog, kernelLogFile(c.StateDir, id)) {
-			if strings.Contains(r.Text, bus) && amdFault.MatchString(r.Text) {
-				msgs = append(msgs, problem(id, "logged since the last job: %s", printable(r.Text)))
-			}
+		for _, r := range amdFaultsFor(kernelLogSince(klog, kernelLogFile(c.StateDir, id)), strings.ToLower(bus)) {
+			msgs = append(msgs, problem(id, "logged since the last job: %s", printable(r.Text)))
 		}
 	}
 	return msgs

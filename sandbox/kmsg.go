@@ -20,11 +20,20 @@ const DefaultKernelLog = "/dev/kmsg"
 const maxKernelLog = 32 << 20
 
 // kmsgRecord is one kernel log record: its sequence number (which only
-// grows within a boot) and its text.
+// grows within a boot), its text, and its syslog facility.
 type kmsgRecord struct {
 	Seq  uint64
 	Text string
+	// Facility is the record's syslog facility, the prefix's prio >> 3:
+	// 0 (LOG_KERN) only for what the kernel itself printed. A record
+	// written from user space (/dev/kmsg, or syslog forwarded to it) is
+	// never 0: devkmsg_write (kernel/printk/printk.c) enforces LOG_USER
+	// when the writer names no facility or names 0.
+	Facility int
 }
+
+// kernelFacility is LOG_KERN: the only facility a driver's record has.
+const kernelFacility = 0
 
 // readKernelLog reads every record the kernel still holds. The raw fd is
 // non-blocking and read directly: an os.File of a pollable device would
@@ -55,8 +64,9 @@ func readKernelLog(path string) ([]kmsgRecord, error) {
 	return parseKernelLog(string(all)), nil
 }
 
-// parseKernelLog splits /dev/kmsg's records; continuation lines (" KEY=…")
-// and anything malformed are skipped.
+// parseKernelLog splits /dev/kmsg's records ("prio,seq,usec,flags;text",
+// prio being facility<<3 | level); continuation lines (" KEY=…") and
+// anything malformed are skipped.
 func parseKernelLog(s string) []kmsgRecord {
 	var out []kmsgRecord
 	for line := range strings.Lines(s) {
@@ -65,11 +75,12 @@ func parseKernelLog(s string) []kmsgRecord {
 		if !ok || len(f) < 3 {
 			continue
 		}
+		prio, perr := strconv.Atoi(f[0])
 		seq, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
+		if err != nil || perr != nil || prio < 0 {
 			continue
 		}
-		out = append(out, kmsgRecord{Seq: seq, Text: text})
+		out = append(out, kmsgRecord{Seq: seq, Text: text, Facility: prio >> 3})
 	}
 	return out
 }

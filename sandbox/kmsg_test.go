@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -33,13 +34,15 @@ func TestReadKernelLogDevice(t *testing.T) {
 	}
 }
 
-// TestParseKernelLog: records keep their sequence number and text;
-// continuation lines and malformed lines are skipped.
+// TestParseKernelLog: records keep their sequence number, text and
+// facility (prio >> 3: 0 for the kernel's, 1 for a /dev/kmsg write, 3 for
+// a daemon's syslog); continuation lines and malformed lines are skipped.
 func TestParseKernelLog(t *testing.T) {
 	t.Parallel()
-	got := parseKernelLog("6,7,100,-;first; with a semicolon\n SUBSYSTEM=pci\nnot a record\n4,x,1,-;bad seq\n3,9,200,c;second\n")
-	if len(got) != 2 || got[0] != (kmsgRecord{7, "first; with a semicolon"}) || got[1] != (kmsgRecord{9, "second"}) {
-		t.Errorf("got %+v", got)
+	got := parseKernelLog("6,7,100,-;first; with a semicolon\n SUBSYSTEM=pci\nnot a record\n4,x,1,-;bad seq\nx,8,1,-;bad prio\n3,9,200,c;second\n12,10,300,-;from user space\n30,11,400,-;from a daemon\n")
+	want := []kmsgRecord{{7, "first; with a semicolon", 0}, {9, "second", 0}, {10, "from user space", 1}, {11, "from a daemon", 3}}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
 
@@ -47,7 +50,7 @@ func TestParseKernelLog(t *testing.T) {
 // newest stored; none on the first check (baseline).
 func TestKernelLogSince(t *testing.T) {
 	t.Parallel()
-	recs := []kmsgRecord{{5, "a"}, {6, "b"}, {8, "c"}}
+	recs := []kmsgRecord{{Seq: 5, Text: "a"}, {Seq: 6, Text: "b"}, {Seq: 8, Text: "c"}}
 	tests := []struct {
 		name, stored string
 		want         int
