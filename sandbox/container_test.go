@@ -347,6 +347,7 @@ func TestContainerStaleAndSignals(t *testing.T) {
 		sigs <- syscall.SIGTERM
 	}()
 	start := time.Now()
+	l.RemoveStale(context.Background(), spec)
 	code, err := l.Run(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
@@ -385,6 +386,7 @@ func TestContainerStaleOnLeasedGPU(t *testing.T) {
 	}}
 	var logs syncbuf.Buffer
 	l := &Launcher{Stdout: io.Discard, Stderr: io.Discard, Log: &logs, StopTimeout: 5 * time.Second}
+	l.RemoveStale(context.Background(), spec)
 	if code, err := l.Run(context.Background(), spec); err != nil || code != 0 {
 		t.Fatalf("run: %d %v", code, err)
 	}

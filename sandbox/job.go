@@ -288,8 +288,13 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 		return Outcome{}, err
 	}
 	defer lease.Release()
-	// Leased means no job of this node is on them: anything found there
-	// now is foreign, leaked or broken (exit 75, retried elsewhere).
+	// A job killed with SIGKILL leaves its container running: its retry
+	// must not find the name taken, and the next job on its GPUs must not
+	// share them with it. Removed before the check, which such a
+	// container would fail.
+	l.RemoveStale(ctx, j.Spec)
+	// Leased, and no container of this node's left on them: anything found
+	// there now is foreign, leaked or broken (exit 75, retried elsewhere).
 	j.check.Logf = l.logf
 	if err := j.check.Check(ctx, j.runtime, j.Spec.GPUs); err != nil {
 		return Outcome{}, err

@@ -61,8 +61,8 @@ func (l *Launcher) logf(format string, args ...any) {
 	}
 }
 
-// Run removes any stale container of the spec's name, runs the spec, and
-// returns the container's exit code (docker run's: 125 when docker itself
+// Run runs the spec (RemoveStale has removed what an earlier job left
+// behind), and returns the container's exit code (docker run's: 125 when docker itself
 // failed, 128+n when the container died of signal n). err is set only when
 // docker could not be started at all.
 func (l *Launcher) Run(ctx context.Context, spec *Spec) (int, error) {
@@ -73,11 +73,6 @@ func (l *Launcher) Run(ctx context.Context, spec *Spec) (int, error) {
 	if err != nil {
 		return 0, refusef("no docker CLI on this agent: %v", err)
 	}
-	// A job killed with SIGKILL leaves its container running: its retry
-	// must not find the name taken, and the next job on its GPUs must not
-	// share them with it.
-	l.removeStale(ctx, docker, spec)
-
 	cmd := exec.CommandContext(ctx, docker, spec.Argv()...)
 	cmd.Env = l.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = l.Stdin, l.Stdout, l.Stderr

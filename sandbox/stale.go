@@ -13,7 +13,22 @@ import (
 // it to find a container left behind (removeStale).
 const GPUsLabel = "kbgen.gpus"
 
-// removeStale removes, before spec runs, the kbgen containers that must not
+// RemoveStale removes, before spec runs, the kbgen containers that must not
+// outlive their job (removeStale); nothing for a process spec, which has
+// no container, or where there is no docker CLI (Run refuses then). Job.Run
+// calls it as soon as it holds the lease and before the clean-GPU check:
+// a leftover container still holding a leased GPU would otherwise fail the
+// check, and the removal that clears it would never run.
+func (l *Launcher) RemoveStale(ctx context.Context, spec *Spec) {
+	if spec.Process != nil {
+		return
+	}
+	if docker, err := exec.LookPath(l.docker()); err == nil {
+		l.removeStale(ctx, docker, spec)
+	}
+}
+
+// removeStale removes the kbgen containers that must not
 // outlive their job: one of spec's own name (a killed job's retry reuses
 // it), and any holding one of spec's GPUs. The lease is taken by then,
 // and it says no live job of this node holds those GPUs, so such a
