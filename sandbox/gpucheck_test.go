@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
@@ -335,6 +337,50 @@ func TestGPUCheckReset(t *testing.T) {
 			}
 			if tt.wantLog != "" && !strings.Contains(strings.Join(logged, "\n"), "resetting it (KBGEN_GPU_RESET=1)") {
 				t.Errorf("the job log does not say the GPU was reset: %q", logged)
+			}
+		})
+	}
+}
+
+// TestGPUCheckResetRateLimited: a GPU is reset at most once every
+// MinResetInterval, the time kept beside its lease: within it, a problem
+// a reset would clear refuses the job and nothing is reset; after it, or
+// with no reset on record, the GPU is reset and the time recorded.
+func TestGPUCheckResetRateLimited(t *testing.T) {
+	t.Parallel()
+	dirty, clean := gpuRow(cleanUUID, "30000", "0"), gpuRow(cleanUUID, "1", "0")
+	tests := []struct {
+		name      string
+		lastReset time.Duration // how long ago; 0: never
+		want      string
+		reset     bool
+	}{
+		{"never reset", 0, "", true},
+		{"reset a minute ago", time.Minute, "GPU " + cleanUUID + " was reset 1m", false},
+		{"reset just inside the interval", MinResetInterval - time.Minute, "ago, and is reset at most once every 15m0s", false},
+		{"reset longer ago than the interval", MinResetInterval + time.Minute, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := standInSMI(t, dirty, "")
+			must(t, os.WriteFile(filepath.Join(path, "state-after.csv"), []byte(clean), 0o644))
+			must(t, os.WriteFile(filepath.Join(path, "after"), []byte("mv \"$dir/state-after.csv\" \"$dir/state.csv\"\n"), 0o644))
+			state := t.TempDir()
+			file := filepath.Join(state, "gpu-"+cleanUUID+".reset")
+			if tt.lastReset != 0 {
+				must(t, os.WriteFile(file, []byte(strconv.FormatInt(time.Now().Add(-tt.lastReset).Unix(), 10)+"\n"), 0o644))
+			}
+			c := GPUCheck{StateDir: state, KernelLog: emptyKernelLog(t), Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			wantRefusal(t, c.Check(context.Background(), "nvidia", []string{cleanUUID}), tt.want)
+			_, err := os.Stat(filepath.Join(path, "reset.log"))
+			if reset := err == nil; reset != tt.reset {
+				t.Errorf("reset %v, want %v", reset, tt.reset)
+			}
+			b, _ := os.ReadFile(file)
+			sec, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if recent := time.Since(time.Unix(sec, 0)) < time.Minute; recent != tt.reset {
+				t.Errorf("%s holds %q: recorded now %v, want %v", file, b, recent, tt.reset)
 			}
 		})
 	}

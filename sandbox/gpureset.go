@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,15 @@ const (
 	NvidiaSMIPath = "/usr/bin/nvidia-smi"
 	AMDSMIPath    = "/opt/rocm/bin/amd-smi"
 )
+
+// MinResetInterval is the least time between two resets of one GPU by the
+// clean-GPU check (a job's, or kbgen node check-gpu's): a GPU that needs
+// another reset sooner is failing, not dirty, and a reset ends whatever
+// else the driver had on it. Within it a problem a reset would clear
+// refuses the job (75) instead; the time of each reset is kept beside
+// the GPU's lease (gpu-<id>.reset), so every agent and the readmission
+// check see the same.
+const MinResetInterval = 15 * time.Minute
 
 // gpuResetTimeout bounds one reset: nvidia-smi -r takes seconds, an AMD
 // mode-1 reset up to a minute.
@@ -54,6 +64,10 @@ func (c GPUCheck) resetAll(ctx context.Context, rt string, problems []gpuProblem
 		if slices.Contains(done, p.GPU) {
 			continue
 		}
+		if ago, ok := c.sinceReset(p.GPU); ok && ago < MinResetInterval {
+			return refusef("clean-GPU check: %s; GPU %s was reset %s ago, and is reset at most once every %s", describeProblems(problems), p.GPU, ago.Round(time.Second), MinResetInterval)
+		}
+		c.recordReset(p.GPU)
 		c.logf("kbgen sandbox: clean-GPU check: GPU %s %s: resetting it (%s=1)", p.GPU, p.Msg, contract.EnvGPUReset)
 		if err := c.reset(ctx, rt, p.GPU); err != nil {
 			return refusef("clean-GPU check: %s; the reset failed: %v", describeProblems(problems), err)
@@ -81,4 +95,31 @@ func (c GPUCheck) reset(ctx context.Context, rt, id string) error {
 	defer cancel()
 	_, err := c.tool(ctx, "sudo", append([]string{"-n"}, argv...)...)
 	return err
+}
+
+// resetFile keeps the time of the GPU's last reset (Unix seconds), beside
+// its lease.
+func resetFile(dir, id string) string {
+	return filepath.Join(dir, "gpu-"+id+".reset")
+}
+
+// sinceReset is how long ago the check last reset GPU id; false when it
+// never did (or the record is unreadable). A time in the future (a clock
+// set back) counts as now.
+func (c GPUCheck) sinceReset(id string) (time.Duration, bool) {
+	b, err := os.ReadFile(resetFile(c.StateDir, id))
+	if err != nil {
+		return 0, false
+	}
+	sec, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return max(time.Since(time.Unix(sec, 0)), 0), true
+}
+
+// recordReset stores now as GPU id's last reset, before the reset runs:
+// a reset that fails has still hit the GPU.
+func (c GPUCheck) recordReset(id string) {
+	_ = os.WriteFile(resetFile(c.StateDir, id), []byte(strconv.FormatInt(time.Now().Unix(), 10)+"\n"), 0o660)
 }

@@ -140,8 +140,9 @@ func TestGPUCheckHostileKernelLog(t *testing.T) {
 }
 
 // TestGPUCheckHostileKernelLogAMD: the same for AMD: renderD128, whose bus
-// every hostile record names, passes; renderD136 is refused for its own
-// ring timeout alone.
+// every hostile record names, passes and is not reset (nor on the
+// timeout that names no device: unattributable); renderD136 is refused
+// for its own ring timeout alone.
 func TestGPUCheckHostileKernelLogAMD(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ id, want string }{
@@ -152,11 +153,17 @@ func TestGPUCheckHostileKernelLogAMD(t *testing.T) {
 			t.Parallel()
 			state := t.TempDir()
 			must(t, os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".kmsg"), []byte("4000\n"), 0o644))
-			c := GPUCheck{StateDir: state, Sysfs: amdSysfs(t, nil), KernelLog: "testdata/kmsg/hostile-amdgpu.txt"}
+			// Resets allowed for the GPU that must pass: none may happen.
+			path := standInSMI(t, "", "")
+			c := GPUCheck{StateDir: state, Sysfs: amdSysfs(t, nil), KernelLog: "testdata/kmsg/hostile-amdgpu.txt", Reset: tt.want == "",
+				Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
 			err := c.Check(context.Background(), "rocm", []string{tt.id})
 			wantRefusal(t, err, tt.want)
 			if err != nil && !strings.HasSuffix(err.Error(), "clean-GPU check: "+tt.want) {
 				t.Errorf("refused for more than its own timeout: %v", err)
+			}
+			if b, err := os.ReadFile(filepath.Join(path, "reset.log")); err == nil {
+				t.Errorf("a GPU was reset: %s", b)
 			}
 		})
 	}
