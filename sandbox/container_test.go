@@ -283,6 +283,42 @@ func TestContainerMemoryHog(t *testing.T) {
 	}
 }
 
+// TestContainerOOMKilledAsked: after a 137 the real engine is asked
+// whether it OOM-killed the container (its oom event; the --rm container
+// is gone): yes for a process that outgrew --memory, no for docker kill.
+func TestContainerOOMKilledAsked(t *testing.T) {
+	image := runInSandboxImage(t)
+	for _, tt := range []struct {
+		name, script string
+		kill         bool
+		oom          bool
+	}{
+		{"out of memory", "exec dd if=/dev/zero of=/dev/null bs=512M count=1", false, true},
+		{"docker kill", "echo started; exec sleep 60", true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := plannedSpec(t, image, "oom-"+strings.ReplaceAll(tt.name, " ", "-"), tt.script)
+			var stdout syncbuf.Buffer
+			l := &Launcher{Stdout: &stdout, Stderr: io.Discard}
+			if tt.kill {
+				go func() {
+					for deadline := time.Now().Add(time.Minute); !strings.Contains(stdout.String(), "started") && time.Now().Before(deadline); {
+						time.Sleep(50 * time.Millisecond)
+					}
+					_ = exec.Command("docker", "kill", spec.Name).Run()
+				}()
+			}
+			code, end, err := l.run(context.Background(), spec)
+			if err != nil || code != 137 {
+				t.Fatalf("run = %d, %v; want 137", code, err)
+			}
+			if end.OOMErr != nil || end.OOM != tt.oom {
+				t.Errorf("the engine says OOM-killed %v (%v), want %v", end.OOM, end.OOMErr, tt.oom)
+			}
+		})
+	}
+}
+
 // runInSandboxImage is the busybox test image (skipping without Docker).
 func runInSandboxImage(t *testing.T) string {
 	t.Helper()

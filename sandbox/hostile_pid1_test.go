@@ -62,16 +62,19 @@ func TestHostilePID1(t *testing.T) {
 // PID 1 (which has a handler: PID 1 ignores default-action signals), so a
 // cancelled job still ends with the runner's own sealed, cancelled result
 // (143); a container killed outright leaves nothing that verifies, and
-// the sandbox publishes its own failure (137).
+// the sandbox publishes its own failure (137), which does not blame
+// memory: the real engine reports no OOM kill.
 func TestHostilePID1Signals(t *testing.T) {
 	tests := []struct {
 		name     string
 		stop     func(j *Job, sigs chan<- os.Signal)
 		exit     int
 		verified bool
+		reason   string // the sandbox's words when nothing verifies
 	}{
-		{"SIGTERM to the sandbox: docker stop", func(_ *Job, sigs chan<- os.Signal) { sigs <- syscall.SIGTERM }, 143, true},
-		{"docker kill", func(j *Job, _ chan<- os.Signal) { _ = exec.Command("docker", "kill", j.Spec.Name).Run() }, 137, false},
+		{"SIGTERM to the sandbox: docker stop", func(_ *Job, sigs chan<- os.Signal) { sigs <- syscall.SIGTERM }, 143, true, ""},
+		{"docker kill", func(j *Job, _ chan<- os.Signal) { _ = exec.Command("docker", "kill", j.Spec.Name).Run() }, 137, false,
+			"the container exited 137 (SIGKILL, not out of memory (the engine reports no OOM kill): killed from the host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +95,8 @@ func TestHostilePID1Signals(t *testing.T) {
 			}
 			if v := r.out.Vouch; v == nil || v.Verified != tt.verified {
 				t.Errorf("vouch = %+v, want verified %v", v, tt.verified)
+			} else if !strings.Contains(v.Reason, tt.reason) {
+				t.Errorf("the sandbox says %q, want %q", v.Reason, tt.reason)
 			}
 			if took > time.Minute {
 				t.Errorf("took %v: the stop waited for the submission's sleep", took)

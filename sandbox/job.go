@@ -304,7 +304,7 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	if j.Spec.Process == nil {
 		watch = noise.BeginHost(noise.HostConfig{ProcRoot: j.procRoot, CPUs: j.Spec.CPUs()})
 	}
-	code, err := run.Run(ctx, j.Spec)
+	code, end, err := run.run(ctx, j.Spec)
 	o := Outcome{Code: code, LogDropped: log.Close()}
 	if err != nil {
 		return Outcome{}, err
@@ -316,7 +316,7 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	if !sealed {
 		return o, nil
 	}
-	v, werr := vouch(outDir, key, sp, code)
+	v, werr := vouch(outDir, key, sp, code, end)
 	o.Vouch, o.WriteErr = &v, werr
 	if werr == nil && host != nil {
 		o.HostNoise, o.HostRetry, o.HostNoiseErr = j.mergeHostNoise(outDir, host, v.Verified && code == 0)

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
@@ -217,6 +220,64 @@ func TestJobRunVouches(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(out, contract.NoiseFile)); !os.IsNotExist(err) {
 				t.Errorf("noise.json published without a verified result: %v", err)
+			}
+		})
+	}
+}
+
+// TestJobRunSaysHowTheContainerEnded: a container that exits 137 without a
+// verified result is "out of memory" only when the engine reports it
+// OOM-killed (its oom event, State.OOMKilled); a SIGKILL the sandbox
+// caused (a cancel that outlived the grace period, a second signal) or
+// one from elsewhere on the host says so instead.
+func TestJobRunSaysHowTheContainerEnded(t *testing.T) {
+	const oom = "SIGKILL: out of memory"
+	tests := []struct {
+		name    string
+		steer   []string // files that steer the stand-in docker
+		signals int      // SIGTERMs sent once the container runs
+		want    string
+	}{
+		{"the engine OOM-killed it", []string{"exit=137", "oom"}, 0, "exited 137 (SIGKILL: out of memory, the engine OOM-killed the container (docker's State.OOMKilled))"},
+		{"killed from the host", []string{"exit=137"}, 0, "exited 137 (SIGKILL, not out of memory (the engine reports no OOM kill): killed from the host"},
+		{"cancelled: killed after the grace period", []string{"wait", "stopkills"}, 1, "exited 137 (SIGKILL: the sandbox stopped the container on SIGTERM (the job was cancelled) and it did not exit within the grace period; not out of memory)"},
+		{"cancelled twice", []string{"wait", "nostop"}, 2, "exited 137 (SIGKILL: the sandbox killed the container on a second SIGTERM; not out of memory)"},
+		{"cancelled: stopped", []string{"wait"}, 1, "exited 143 (signal 15, after the sandbox stopped the container on SIGTERM: the job was cancelled)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, dir := fakeDocker(t)
+			for _, f := range tt.steer {
+				name, content, _ := strings.Cut(f, "=")
+				touch(t, dir, name, content)
+			}
+			sigs := make(chan os.Signal, 2)
+			l.Signals = sigs
+			go func() {
+				if tt.signals > 0 {
+					waitFor(t, filepath.Join(dir, "running"))
+				}
+				for range tt.signals {
+					sigs <- syscall.SIGTERM
+					time.Sleep(100 * time.Millisecond)
+				}
+			}()
+			env := jobEnv(t)
+			env["BUILDKITE_BUILD_PATH"] = t.TempDir()
+			host := fakeHost(t, nil)
+			j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := j.Run(context.Background(), l, filepath.Join(t.TempDir(), "results"))
+			if err != nil || o.Vouch == nil {
+				t.Fatalf("run: %v, vouch %+v", err, o.Vouch)
+			}
+			if !strings.Contains(o.Vouch.Reason, tt.want) {
+				t.Errorf("reason %q\ndoes not say %q", o.Vouch.Reason, tt.want)
+			}
+			if !slices.Contains(tt.steer, "oom") && strings.Contains(o.Vouch.Reason, oom) {
+				t.Errorf("blamed on memory the engine did not report: %q", o.Vouch.Reason)
 			}
 		})
 	}

@@ -62,16 +62,23 @@ func (l *Launcher) logf(format string, args ...any) {
 }
 
 // Run runs the spec (RemoveStale has removed what an earlier job left
-// behind), and returns the container's exit code (docker run's: 125 when docker itself
-// failed, 128+n when the container died of signal n). err is set only when
-// docker could not be started at all.
+// behind) and returns the container's exit code (docker run's: 125 when
+// docker itself failed, 128+n when the container died of signal n). err
+// is set only when docker could not be started at all.
 func (l *Launcher) Run(ctx context.Context, spec *Spec) (int, error) {
+	code, _, err := l.run(ctx, spec)
+	return code, err
+}
+
+// run is Run, and how the run ended (for the words on a 137).
+func (l *Launcher) run(ctx context.Context, spec *Spec) (int, ending, error) {
 	if spec.Process != nil {
-		return l.runProcess(ctx, spec.Process)
+		code, err := l.runProcess(ctx, spec.Process)
+		return code, ending{}, err
 	}
 	docker, err := exec.LookPath(l.docker())
 	if err != nil {
-		return 0, refusef("no docker CLI on this agent: %v", err)
+		return 0, ending{}, refusef("no docker CLI on this agent: %v", err)
 	}
 	cmd := exec.CommandContext(ctx, docker, spec.Argv()...)
 	cmd.Env = l.Env
@@ -80,32 +87,42 @@ func (l *Launcher) Run(ctx context.Context, spec *Spec) (int, error) {
 	// docker client, so the client keeps streaming until the container
 	// has really stopped.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, refusef("starting docker: %v", err)
+		return 0, ending{}, refusef("starting docker: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-
-	stopped := false
+	end := ending{Engine: true}
 	for {
 		select {
 		case err := <-done:
 			code, cerr := exitCode(cmd, err)
-			if !removed(spec, stopped, code, cerr) {
+			if !removed(spec, end.Stopped != nil, code, cerr) {
 				_ = l.quiet(context.WithoutCancel(ctx), docker, "rm", "--force", spec.Name)
 			}
-			return code, cerr
-		case sig := <-l.Signals:
-			if !stopped {
-				stopped = true
-				l.logf("kbgen sandbox: %v: stopping container %s", sig, spec.Name)
-				go func() { _ = l.quiet(context.WithoutCancel(ctx), docker, "stop", "--time", l.stopSeconds(), spec.Name) }()
-			} else {
-				l.logf("kbgen sandbox: %v again: killing container %s", sig, spec.Name)
-				go func() { _ = l.quiet(context.WithoutCancel(ctx), docker, "kill", spec.Name) }()
+			if code == 137 && cerr == nil && !end.Killed {
+				end.OOM, end.OOMErr = l.oomKilled(ctx, docker, spec.Name, start)
 			}
+			return code, end, cerr
+		case sig := <-l.Signals:
+			l.forward(ctx, docker, spec.Name, sig, &end)
 		}
 	}
+}
+
+// forward passes a signal to the container: the first stops it (docker
+// stop: SIGTERM, SIGKILL after the grace period), a second kills it.
+func (l *Launcher) forward(ctx context.Context, docker, name string, sig os.Signal, end *ending) {
+	if end.Stopped == nil {
+		end.Stopped = sig
+		l.logf("kbgen sandbox: %v: stopping container %s", sig, name)
+		go func() { _ = l.quiet(context.WithoutCancel(ctx), docker, "stop", "--time", l.stopSeconds(), name) }()
+		return
+	}
+	end.Killed = true
+	l.logf("kbgen sandbox: %v again: killing container %s", sig, name)
+	go func() { _ = l.quiet(context.WithoutCancel(ctx), docker, "kill", name) }()
 }
 
 // removed reports whether the container is surely gone when docker run

@@ -62,6 +62,7 @@ var rmSpec = &Spec{Name: "kbgen-job-1", Lines: [][]string{{"run"}, {"--name", "k
 // rm` after the run is made only where the container may still be there:
 // no --rm, or docker's own failure (125 and up). A run with --rm whose
 // client returned the container's status was removed before it returned.
+// After a 137 the engine is asked whether it OOM-killed the container.
 func TestLaunchExitCodes(t *testing.T) {
 	after := []string{"run true", "rm kbgen-job-1"}
 	for _, tc := range []struct {
@@ -73,12 +74,12 @@ func TestLaunchExitCodes(t *testing.T) {
 		{"1 without --rm", "1", testSpec, after},
 		{"75 without --rm", "75", testSpec, after},
 		{"125 without --rm", "125", testSpec, after},
-		{"137 without --rm", "137", testSpec, after},
+		{"137 without --rm (the engine asked about an OOM kill)", "137", testSpec, append(after, "events {{.Action}}")},
 		{"0 with --rm", "0", rmSpec, after[:1]},
 		{"3 with --rm", "3", rmSpec, after[:1]},
 		{"75 with --rm", "75", rmSpec, after[:1]},
 		{"125 with --rm (docker's own failure)", "125", rmSpec, after},
-		{"137 with --rm", "137", rmSpec, after},
+		{"137 with --rm", "137", rmSpec, append(after, "events {{.Action}}")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, dir := fakeDocker(t)

@@ -55,7 +55,7 @@ type Vouch struct {
 // runner sealed them and the profile traces decoded from that result, or
 // its own failed result.json. Nothing the container wrote anywhere else
 // is read.
-func vouch(dir string, key seal.Key, sp *spool, code int) (Vouch, error) {
+func vouch(dir string, key seal.Key, sp *spool, code int, end ending) (Vouch, error) {
 	c, err := seal.Open(sp.buf.Bytes(), key)
 	var v Vouch
 	if err == nil {
@@ -67,7 +67,7 @@ func vouch(dir string, key seal.Key, sp *spool, code int) (Vouch, error) {
 		}
 	}
 	if !v.Verified {
-		v.Reason = unvouched(err, code, sp.dropped)
+		v.Reason = unvouched(err, code, end, sp.dropped)
 		v.Result = payload.Failed(payload.SystemInfo{}, errors.New(v.Reason))
 		b, merr := resultfile.Marshal(v.Result)
 		if merr != nil {
@@ -93,16 +93,11 @@ func vouch(dir string, key seal.Key, sp *spool, code int) (Vouch, error) {
 	return v, err
 }
 
-// unvouched is the sandbox's failed result's error: what came back, and
-// that nothing the container wrote counts.
-func unvouched(err error, code int, dropped int64) string {
-	why := fmt.Sprintf("the container exited %d", code)
-	switch {
-	case code == 137:
-		why += " (SIGKILL: out of memory, or the container was killed from the host)"
-	case code > 128 && code < 160:
-		why += fmt.Sprintf(" (signal %d)", code-128)
-	}
+// unvouched is the sandbox's failed result's error: what came back, how
+// the container ended (ending.describe: out of memory only when the
+// engine says so), and that nothing the container wrote counts.
+func unvouched(err error, code int, end ending, dropped int64) string {
+	why := fmt.Sprintf("the container exited %d", code) + end.describe(code)
 	if dropped > 0 {
 		why += fmt.Sprintf(" after writing %d bytes more to stdout than the %d kept", dropped, seal.MaxBytes)
 	}
