@@ -111,11 +111,22 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 			// Every GPU the sandbox granted (a multi-GPU step's set), or
 			// outside it the one the environment names.
 			gpus, _ := grantedGPUs(opts.Environ)
-			sampler = noise.NewSampler(noise.Config{Env: opts.Environ, GPU: noise.GPUFromEnv(opts.Environ, contract.EnvGPUUUID), GPUCount: gpus, NVML: opts.NVML})
+			sampler = noise.NewSampler(noise.Config{
+				Env: opts.Environ, GPU: noise.GPUFromEnv(opts.Environ, contract.EnvGPUUUID), GPUCount: gpus,
+				// The helper lives for the job: started as the runner's own
+				// child, spared by the sweep after each harness, closed here.
+				NVML: opts.NVML, NVMLSupervisor: managedChildren{},
+			})
 			defer sampler.Close()
-			eo.Noise = sampler
+			eo.Noise, eo.GPUCount = sampler, sampler.NVMLGPUs
 		}
 		out.Result, runErr = Evaluate(ctx, in.Config, eo)
+	}
+	out.Noise = opts.judgeNoise(sampler, mode, runErr == nil)
+	// The sealed copy leaves first: in a sandbox it is the result, and
+	// nothing the submission left in the out dir may hold it back.
+	if err := opts.seal(key, out); err != nil && runErr == nil {
+		runErr = err
 	}
 	files, werr := resultfile.Write(opts.Out, out.Result)
 	switch {
@@ -129,12 +140,9 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	default:
 		logf(opts.Log, "wrote %s (%s)", opts.Out, out.Result.Describe())
 	}
-	out.Noise = opts.writeNoise(sampler, mode, runErr == nil)
+	out.Noise = opts.writeNoise(out.Noise)
 	if out.Noise != nil {
 		files = append(files, contract.NoiseFile)
-	}
-	if err := opts.seal(key, out); err != nil && runErr == nil {
-		runErr = err
 	}
 	if !opts.NoUpload && werr == nil {
 		if agent, err := bkagent.Find("", opts.Environ); err == nil {
@@ -261,14 +269,11 @@ func (o RunOptions) loadPublish() (*payload.FullResult, *bkagent.Agent, error) {
 	return &res, agent, nil
 }
 
-// writeNoise judges the noise record against the vendor's policy, decides
-// a retry (only for a ranked run that otherwise completed), and writes
-// noise.json beside Out. It returns nil when no timed run was recorded;
-// a stale noise.json is removed then, so it cannot pass for this run's.
-func (o RunOptions) writeNoise(s *noise.Sampler, mode payload.Mode, completed bool) *noise.Record {
-	path := filepath.Join(filepath.Dir(o.Out), contract.NoiseFile)
+// judgeNoise judges the noise record against the vendor's policy and
+// decides a retry (only for a ranked run that otherwise completed). It
+// returns nil when no timed run was recorded.
+func (o RunOptions) judgeNoise(s *noise.Sampler, mode payload.Mode, completed bool) *noise.Record {
 	if s == nil || !s.Measured() {
-		_ = os.Remove(path)
 		return nil
 	}
 	policy, err := noise.ParsePolicy(o.getenv(contract.EnvNoisePolicy))
@@ -281,6 +286,19 @@ func (o RunOptions) writeNoise(s *noise.Sampler, mode payload.Mode, completed bo
 		rec.DecideRetry(mode.Ranked(), o.retries())
 	}
 	rec.SetAttempt(o.retries())
+	return rec
+}
+
+// writeNoise writes rec as noise.json beside Out, or with no record
+// removes a stale noise.json, so it cannot pass for this run's. It
+// returns the record the run goes on with: nil when an unsealed run could
+// not write it (then nothing claims it was recorded).
+func (o RunOptions) writeNoise(rec *noise.Record) *noise.Record {
+	path := filepath.Join(filepath.Dir(o.Out), contract.NoiseFile)
+	if rec == nil {
+		_ = os.Remove(path)
+		return nil
+	}
 	if err := noise.Write(path, rec); err != nil {
 		logf(o.Log, "%v", err)
 		if o.Sealed == nil {
