@@ -93,6 +93,7 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	if err != nil {
 		return Outcome{Code: ExitCode(err)}, err
 	}
+	shieldPID1(os.Getpid(), opts.Log)
 	probe, err := LoadProbe(ctx, opts.SystemFile, opts.Environ)
 	if err != nil {
 		return Outcome{Code: ExitCode(err)}, err
