@@ -20,8 +20,9 @@ const (
 	// FaultJob: the job cannot run anywhere (bad payload, missing include
 	// directory). Never retried.
 	FaultJob
-	// FaultMachine: this machine cannot run it (no GPU visible, GPU
-	// runtime failure, disk full, missing interpreter). Retried elsewhere.
+	// FaultMachine: this machine cannot run it (no GPU visible, a GPU
+	// runtime failure the runner's own probe confirms, disk full, missing
+	// interpreter). Retried elsewhere.
 	FaultMachine
 	// FaultCanceled: the runner was told to stop (SIGTERM).
 	FaultCanceled
