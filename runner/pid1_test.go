@@ -38,8 +38,10 @@ type pid1Run struct {
 }
 
 // startPID1 starts the real kbgen on cfg under unshare, or skips the test
-// visibly where no PID namespace can be made (not root, no unshare).
-func startPID1(t *testing.T, cfg *payload.Config, plant func(outDir string)) *pid1Run {
+// visibly where no PID namespace can be made (not root, no unshare). With
+// workTmpfs the work dir is a 2 MiB tmpfs of the namespace's own, as the
+// sandbox's container has.
+func startPID1(t *testing.T, cfg *payload.Config, plant func(outDir string), workTmpfs bool) *pid1Run {
 	t.Helper()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
@@ -57,10 +59,19 @@ func startPID1(t *testing.T, cfg *payload.Config, plant func(outDir string)) *pi
 	if r.key, err = seal.NewKey(); err != nil {
 		t.Fatal(err)
 	}
-	r.cmd = exec.Command(unshare, "--pid", "--fork", "--mount-proc", kbgenbin.Path(t), "run", "--sealed", "--no-upload",
+	work := filepath.Join(dir, "work")
+	args := []string{"--pid", "--fork", "--mount-proc"}
+	if workTmpfs {
+		if err := os.Mkdir(work, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "sh", "-c", `mount -t tmpfs -o size=2m kbgen-work "$0" && exec "$@"`, work)
+	}
+	args = append(args, kbgenbin.Path(t), "run", "--sealed", "--no-upload",
 		"--payload-file", writeJSON(t, filepath.Join(dir, "job.json"), cfg),
 		"--system", writeJSON(t, filepath.Join(dir, "system.json"), testSystem),
-		"--out", filepath.Join(r.outDir, contract.ResultFile), "--workdir", filepath.Join(dir, "work"))
+		"--out", filepath.Join(r.outDir, contract.ResultFile), "--workdir", work)
+	r.cmd = exec.Command(unshare, args...)
 	r.cmd.Stdin = strings.NewReader(r.key.Text())
 	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
 	if err := r.cmd.Start(); err != nil {
@@ -110,6 +121,24 @@ func (r *pid1Run) wait(t *testing.T, limit time.Duration) (int, seal.Contents) {
 	return r.cmd.ProcessState.ExitCode(), c
 }
 
+// fillWorkPy is a harness whose test run fills the work dir's tmpfs and
+// passes. The runner frees the test run's files when it ends, so the
+// harness first hard-links its cases file outside its run directory (a
+// link to a harness file would fail the run: its ctime moves): that page
+// stays taken, and the runner's next cases file fails with ENOSPC.
+const fillWorkPy = `import os, sys
+if sys.argv[1] == 'test':
+    work = os.path.join(os.getcwd(), '..', '..')
+    os.link(sys.argv[2], os.path.join(work, 'keep'))
+    try:
+        with open(os.path.join(work, 'fill'), 'wb', buffering=0) as f:
+            while True:
+                f.write(b'x' * 4096)
+    except OSError:
+        pass
+os.write(int(os.environ['POPCORN_FD']), b'check: pass\n')
+`
+
 // The runner as PID 1, as in the sandbox's container: a submission that
 // sends it SIGHUP, SIGQUIT, SIGABRT, SIGSEGV or SIGSYS no longer ends it
 // before its sealed result (before, Go's runtime died of the first: exit
@@ -118,7 +147,7 @@ func (r *pid1Run) wait(t *testing.T, limit time.Duration) (int, seal.Contents) {
 func TestSealedRunnerAsPID1(t *testing.T) {
 	needPython(t)
 	t.Run("signals from inside", func(t *testing.T) {
-		r := startPID1(t, pyJob(payload.ModeTest, killPID1Py, ""), func(string) {})
+		r := startPID1(t, pyJob(payload.ModeTest, killPID1Py, ""), func(string) {}, false)
 		code, c := r.wait(t, time.Minute)
 		if code != exitcode.OK || !bytes.Contains(c.Result, []byte(`"passed": true`)) {
 			t.Fatalf("exit %d, sealed result:\n%s\n%s", code, c.Result, r.stderr.String())
@@ -130,7 +159,7 @@ func TestSealedRunnerAsPID1(t *testing.T) {
 		}
 	})
 	t.Run("SIGTERM with FIFOs in the out dir", func(t *testing.T) {
-		r := startPID1(t, example(t, "vectoradd", "hang", payload.ModeLeaderboard), plantFIFOs(t))
+		r := startPID1(t, example(t, "vectoradd", "hang", payload.ModeLeaderboard), plantFIFOs(t), false)
 		pid := r.runner(t)
 		time.Sleep(2 * time.Second)
 		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
@@ -138,6 +167,16 @@ func TestSealedRunnerAsPID1(t *testing.T) {
 		}
 		code, c := r.wait(t, 30*time.Second)
 		if code != exitcode.Canceled || !bytes.Contains(c.Result, []byte("received terminated")) {
+			t.Fatalf("exit %d, sealed result:\n%s\n%s", code, c.Result, r.stderr.String())
+		}
+	})
+	// A full tmpfs of the job's own is the submission's doing: exit 1,
+	// not 75 (before: "disk full", the machine's fault, run again
+	// elsewhere).
+	t.Run("the submission fills its own tmpfs", func(t *testing.T) {
+		r := startPID1(t, pyJob(payload.ModeLeaderboard, fillWorkPy, ""), func(string) {}, true)
+		code, c := r.wait(t, time.Minute)
+		if code != exitcode.Failure || !bytes.Contains(c.Result, []byte("no space left on device")) || !strings.Contains(r.stderr.String(), "the job filled its own disk") {
 			t.Fatalf("exit %d, sealed result:\n%s\n%s", code, c.Result, r.stderr.String())
 		}
 	})

@@ -122,6 +122,7 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 			eo.Noise, eo.GPUCount = sampler, sampler.NVMLGPUs
 		}
 		out.Result, runErr = Evaluate(ctx, in.Config, eo)
+		runErr = opts.ownDiskFull(runErr)
 	}
 	out.Noise = opts.judgeNoise(sampler, mode, runErr == nil)
 	// The sealed copy leaves first: in a sandbox it is the result, and
@@ -156,6 +157,19 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	}
 	out.Code = ExitCode(runErr)
 	return out, runErr
+}
+
+// ownDiskFull makes a full tmpfs in a sealed run (the sandbox's
+// container, or the process launcher's pod with a memory-backed volume)
+// the submission's fault instead of the machine's: the tmpfs is the job's
+// own, so a submission that fills it in its test run could otherwise
+// exit 75 and be run again elsewhere (issue 25). A full disk outside the
+// sandbox, or on a disk-backed volume, stays the machine's.
+func (o RunOptions) ownDiskFull(err error) error {
+	if o.Sealed == nil || FaultOf(err) != FaultMachine || !diskFullOnTmpfs(err) {
+		return err
+	}
+	return &Error{Fault: FaultSubmission, Err: fmt.Errorf("the job filled its own disk (a tmpfs of its container), not the machine's: %w", err)}
 }
 
 // job reads the job and refuses a step re-routed to another queue (where

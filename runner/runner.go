@@ -349,6 +349,9 @@ func (e *evaluation) runtimeFault(ctx context.Context, mode payload.Mode, r *pay
 		return nil
 	}
 	n, how, err := e.gpuAnswers(ctx)
+	if ctx.Err() != nil {
+		return nil // a cancel during the probe is a cancel, not evidence
+	}
 	if err == nil {
 		addNote(r, fmt.Sprintf("kbgen: the run printed %q, but the GPU answers the runner (%s lists %d): the run's own failure, not the machine's", claim, how, n))
 		e.logf("the run printed %q; %s lists %d GPU(s): the run's failure", claim, how, n)

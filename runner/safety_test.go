@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -285,6 +287,51 @@ func TestRunDeviceFailureExitCode(t *testing.T) {
 			})
 			if out.Code != tc.code {
 				t.Fatalf("code %d (%v), want %d", out.Code, err, tc.code)
+			}
+		})
+	}
+}
+
+// A full disk is the machine's fault (75) except in a sealed run on a
+// tmpfs, the job's own: then the submission's (1). The real case, a
+// submission filling its container's tmpfs, is in TestSealedRunnerAsPID1.
+func TestOwnDiskFull(t *testing.T) {
+	t.Parallel()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || st.Type != tmpfsMagic {
+		t.Skip("/dev/shm is not a tmpfs here: a full tmpfs not tested apart (TestSealedRunnerAsPID1 mounts one)")
+	}
+	onDisk := t.TempDir()
+	if syscall.Statfs(onDisk, &st) == nil && st.Type == tmpfsMagic {
+		onDisk = "" // TMPDIR is a tmpfs: no disk-backed path to compare
+	}
+	full := func(path string) error {
+		return fmt.Errorf("writing cases file: %w", &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC})
+	}
+	tests := []struct {
+		name   string
+		sealed bool
+		err    error
+		code   int
+	}{
+		{"sealed, tmpfs full", true, full("/dev/shm/kbgen-none/work/cases.txt"), exitcode.Failure},
+		{"sealed, tmpfs out of quota", true, &os.PathError{Op: "mkdir", Path: "/dev/shm/x", Err: syscall.EDQUOT}, exitcode.Failure},
+		{"unsealed, tmpfs full", false, full("/dev/shm/x"), exitcode.TempFail},
+		{"sealed, disk full", true, full(filepath.Join(onDisk, "cases.txt")), exitcode.TempFail},
+		{"sealed, no path", true, syscall.ENOSPC, exitcode.TempFail},
+		{"sealed, another failure", true, machineFault("no GPU visible"), exitcode.TempFail},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "sealed, disk full" && onDisk == "" {
+				t.Skip("TMPDIR is a tmpfs")
+			}
+			o := RunOptions{}
+			if tc.sealed {
+				o.Sealed = io.Discard
+			}
+			if got := ExitCode(o.ownDiskFull(tc.err)); got != tc.code {
+				t.Errorf("exit %d for %v, want %d", got, tc.err, tc.code)
 			}
 		})
 	}
