@@ -28,14 +28,14 @@ type nvmlConn struct {
 // runner, before the evaluation's first process), the load overlaps its
 // work. loc without a path gives a connection already failed with loc's
 // reason.
-func startNVML(loc nvmlhelper.Location, env []string) *nvmlConn {
+func startNVML(loc nvmlhelper.Location, env []string, sup nvmlhelper.Supervisor) *nvmlConn {
 	c := &nvmlConn{ready: make(chan struct{})}
 	if loc.Path == "" {
 		c.err = errors.New(cmp.Or(loc.Absent, "no kbgen-nvml given"))
 		close(c.ready)
 		return c
 	}
-	h, err := nvmlhelper.Launch(loc.Path, env, 0)
+	h, err := nvmlhelper.LaunchSupervised(loc.Path, env, 0, sup)
 	if err != nil {
 		c.err = err
 		close(c.ready)
@@ -112,4 +112,18 @@ func fromNVML(s nvmlhelper.Sample) nvidiaSample {
 		procs = append(procs, GPUProcess{PID: p.PID, Name: p.Name, UsedMemoryMB: p.UsedMemoryMiB})
 	}
 	return nvidiaSample{gpu: g, uuid: s.UUID, procs: procs, source: sourceNVML, xids: s.Xids, xidsUnwatched: s.XidsUnwatched}
+}
+
+// NVMLGPUs reads the job's GPUs through kbgen-nvml now and says how many
+// answered: the runner's own word on whether the GPU still works after a
+// run claimed it does not. An error when the helper is absent or fails
+// (the caller asks nvidia-smi then); the helper closes itself after a
+// broken exchange, and the next sample falls back as usual.
+func (s *Sampler) NVMLGPUs() (int, error) {
+	h, err := s.nv.nvml.get()
+	if h == nil {
+		return 0, err
+	}
+	got, err := sampleNVML(h, s.nv.gpu, s.nv.count)
+	return len(got), err
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/atomicfile"
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
@@ -117,7 +118,8 @@ func Marshal(r *Record) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Write writes r to path through a temporary file and a rename.
+// Write writes r to path through a new temporary file and a rename
+// (internal/atomicfile: nothing planted beside it can block the write).
 func Write(path string, r *Record) error {
 	b, err := Marshal(r)
 	if err != nil {
@@ -126,11 +128,7 @@ func Write(path string, r *Record) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("writing %s: %w", contract.NoiseFile, err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", contract.NoiseFile, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, b, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", contract.NoiseFile, err)
 	}
 	return nil

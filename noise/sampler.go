@@ -31,6 +31,11 @@ type Config struct {
 	// NVML is the kbgen-nvml helper NVIDIA GPUs are read through (started
 	// at once, closed by Close), or why there is none: then nvidia-smi.
 	NVML nvmlhelper.Location
+	// NVMLSupervisor, when set, starts the helper's process and is told
+	// when it is reaped: the runner's, so that its sweep of leftover
+	// children after each harness spares the helper (issue 25: it killed
+	// it after the first, and no timed run was read through NVML).
+	NVMLSupervisor nvmlhelper.Supervisor
 	// CPUs, when set, are the CPUs measured instead of this process's
 	// affinity (a calibration pins one thread to one CPU).
 	CPUs []int
@@ -99,7 +104,7 @@ func NewSampler(cfg Config) *Sampler {
 	if cfg.NoGPU {
 		cfg.NVML = nvmlhelper.Location{Absent: "GPU sources off"}
 	}
-	s.nv.nvml = startNVML(cfg.NVML, cfg.Env)
+	s.nv.nvml = startNVML(cfg.NVML, cfg.Env, cfg.NVMLSupervisor)
 	return s
 }
 

@@ -34,6 +34,8 @@ type Helper struct {
 	r       *bufio.Reader
 	stderr  *syncbuf.Buffer
 	timeout time.Duration
+	// sup, when set, started the process and is told when it is reaped.
+	sup Supervisor
 	// exited closes when the helper has been reaped; waitErr is then how
 	// it ended.
 	exited  chan struct{}
@@ -56,14 +58,32 @@ func Start(path string, env []string, timeout time.Duration) (*Helper, error) {
 	return h, nil
 }
 
+// Supervisor starts the helper's process for a caller that keeps account
+// of its children: the runner kills every child of its own it did not
+// start itself after each harness (runner/reaper.go), so the helper must
+// be one it started, and forgotten once reaped (its pid may be reused).
+type Supervisor interface {
+	// Start starts cmd (exec.Cmd.Start) and records its pid.
+	Start(cmd *exec.Cmd) error
+	// Reaped says that pid has been waited for.
+	Reaped(pid int)
+}
+
 // Launch execs the helper and returns without waiting for NVML to load:
 // the caller decides when to wait (Ready), so loading overlaps its own
 // work while the exec itself is done before Launch returns.
 func Launch(path string, env []string, timeout time.Duration) (*Helper, error) {
+	return LaunchSupervised(path, env, timeout, nil)
+}
+
+// LaunchSupervised is Launch with the process started through sup (nil:
+// exec.Cmd.Start), so that a caller sweeping its leftover children
+// spares the helper for as long as the job lives.
+func LaunchSupervised(path string, env []string, timeout time.Duration, sup Supervisor) (*Helper, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	h := &Helper{timeout: timeout, stderr: &syncbuf.Buffer{Max: 4096}}
+	h := &Helper{timeout: timeout, stderr: &syncbuf.Buffer{Max: 4096}, sup: sup}
 	if err := h.start(path, env); err != nil {
 		return nil, err
 	}
@@ -106,7 +126,11 @@ func (h *Helper) start(path string, env []string) error {
 	// (and so the job) waiting once the helper itself is gone.
 	h.cmd.WaitDelay = h.timeout
 	h.cmd.Stdin, h.cmd.Stdout, h.cmd.Stderr = inR, outW, h.stderr
-	err = h.cmd.Start()
+	if h.sup != nil {
+		err = h.sup.Start(h.cmd)
+	} else {
+		err = h.cmd.Start()
+	}
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -118,6 +142,9 @@ func (h *Helper) start(path string, env []string) error {
 	h.exited = make(chan struct{})
 	go func() {
 		h.waitErr = h.cmd.Wait()
+		if h.sup != nil {
+			h.sup.Reaped(h.cmd.Process.Pid)
+		}
 		close(h.exited)
 	}()
 	return nil

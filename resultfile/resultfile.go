@@ -8,15 +8,17 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gpu-mode/kbgen/internal/atomicfile"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
 // Write writes the FullResult JSON to out and each profile trace to
 // profile_data/<run>.zip beside it, and returns the files written,
-// relative to out's directory (result.json first). The
-// JSON is written to a temporary file and renamed, so a reader never sees
-// half a result.
+// relative to out's directory (result.json first). Each file is written
+// to a new temporary file and renamed (internal/atomicfile), so a reader
+// never sees half a result and nothing planted in the directory (a FIFO
+// under either name) can block the writer.
 func Write(out string, res *payload.FullResult) ([]string, error) {
 	b, err := Marshal(res)
 	if err != nil {
@@ -27,11 +29,7 @@ func Write(out string, res *payload.FullResult) ([]string, error) {
 			return nil, fmt.Errorf("writing result: %w", err)
 		}
 	}
-	tmp := out + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return nil, fmt.Errorf("writing result: %w", err)
-	}
-	if err := os.Rename(tmp, out); err != nil {
+	if err := atomicfile.Write(out, b, 0o644); err != nil {
 		return nil, fmt.Errorf("writing result: %w", err)
 	}
 	files := []string{filepath.Base(out)}
@@ -56,7 +54,7 @@ func WriteProfiles(dir string, res *payload.FullResult) ([]string, error) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return files, fmt.Errorf("writing profile: %w", err)
 		}
-		if err := os.WriteFile(p, zipBytes, 0o644); err != nil {
+		if err := atomicfile.Write(p, zipBytes, 0o644); err != nil {
 			return files, fmt.Errorf("writing profile: %w", err)
 		}
 		files = append(files, contract.ProfileDir+"/"+key+".zip")

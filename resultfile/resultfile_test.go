@@ -36,7 +36,7 @@ func TestWrite(t *testing.T) {
 	if z, _ := os.ReadFile(filepath.Join(dir, "sub", "profile_data", "profile.0.zip")); string(z) != string(zipBytes) {
 		t.Errorf("profile zip %q", z)
 	}
-	if _, err := os.Stat(out + ".tmp"); !os.IsNotExist(err) {
-		t.Errorf("temporary file left behind: %v", err)
+	if left, _ := filepath.Glob(filepath.Join(dir, "sub", ".result.json.*")); len(left) > 0 {
+		t.Errorf("temporary files left behind: %v", left)
 	}
 }

@@ -3,6 +3,8 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"syscall"
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
@@ -20,14 +22,19 @@ const (
 	// FaultJob: the job cannot run anywhere (bad payload, missing include
 	// directory). Never retried.
 	FaultJob
-	// FaultMachine: this machine cannot run it (no GPU visible, GPU
-	// runtime failure, disk full, missing interpreter). Retried elsewhere.
+	// FaultMachine: this machine cannot run it (no GPU visible, a GPU
+	// runtime failure the runner's own probe confirms, disk full, missing
+	// interpreter). Retried elsewhere.
 	FaultMachine
 	// FaultCanceled: the runner was told to stop (SIGTERM).
 	FaultCanceled
 	// FaultUsage: the caller's options are wrong (an unreadable job or
 	// --system file); nothing about the job or the machine is known.
 	FaultUsage
+	// FaultSubmission: the submission broke the evaluation from inside
+	// (it filled its own container's disk). Exit 1 and never retried, as
+	// the sandbox ends a job whose runner was killed from inside.
+	FaultSubmission
 )
 
 // Error is a runner failure with its fault.
@@ -50,10 +57,39 @@ func FaultOf(err error) Fault {
 		return FaultUsage
 	case payload.IsJobError(err):
 		return FaultJob
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case isDiskFull(err):
 		return FaultMachine
 	}
 	return FaultInternal
+}
+
+func isDiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// tmpfsMagic is TMPFS_MAGIC (<linux/magic.h>), statfs(2)'s f_type.
+const tmpfsMagic = 0x01021994
+
+// diskFullOnTmpfs reports whether err is ENOSPC or EDQUOT on a path of a
+// tmpfs. In the sandbox's container every tmpfs the runner writes to (the
+// work dir, /tmp, the out dir) is the job's own, bounded in size and
+// inodes, and the submission fills it as easily as the runner can: a full
+// one is no evidence against the machine (issue 25: what the submission
+// can cause must not re-roll it elsewhere).
+func diskFullOnTmpfs(err error) bool {
+	var pe *fs.PathError
+	if !isDiskFull(err) || !errors.As(err, &pe) {
+		return false
+	}
+	for dir := pe.Path; ; dir = filepath.Dir(dir) {
+		var st syscall.Statfs_t
+		if syscall.Statfs(dir, &st) == nil {
+			return st.Type == tmpfsMagic
+		}
+		if dir == filepath.Dir(dir) {
+			return false
+		}
+	}
 }
 
 func usageFault(format string, args ...any) error {
@@ -78,6 +114,8 @@ func ExitCode(err error) int {
 		return exitcode.TempFail
 	case FaultCanceled:
 		return exitcode.Canceled
+	case FaultSubmission:
+		return exitcode.Failure
 	}
 	return exitcode.Failure
 }

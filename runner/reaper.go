@@ -91,6 +91,14 @@ func forgetManaged(pid int) {
 	managed.Unlock()
 }
 
+// managedChildren starts processes that live beside the harnesses (the
+// kbgen-nvml helper, nvmlhelper.Supervisor) as managed children: no sweep
+// kills or reaps them, and their pid is forgotten once os/exec reaped it.
+type managedChildren struct{}
+
+func (managedChildren) Start(cmd *exec.Cmd) error { return startManaged(cmd) }
+func (managedChildren) Reaped(pid int)            { forgetManaged(pid) }
+
 // procTable maps pid → ppid for every process in /proc.
 func procTable() map[int]int {
 	ents, err := os.ReadDir("/proc")

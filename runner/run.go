@@ -93,6 +93,7 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	if err != nil {
 		return Outcome{Code: ExitCode(err)}, err
 	}
+	shieldPID1(os.Getpid(), opts.Log)
 	probe, err := LoadProbe(ctx, opts.SystemFile, opts.Environ)
 	if err != nil {
 		return Outcome{Code: ExitCode(err)}, err
@@ -111,11 +112,23 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 			// Every GPU the sandbox granted (a multi-GPU step's set), or
 			// outside it the one the environment names.
 			gpus, _ := grantedGPUs(opts.Environ)
-			sampler = noise.NewSampler(noise.Config{Env: opts.Environ, GPU: noise.GPUFromEnv(opts.Environ, contract.EnvGPUUUID), GPUCount: gpus, NVML: opts.NVML})
+			sampler = noise.NewSampler(noise.Config{
+				Env: opts.Environ, GPU: noise.GPUFromEnv(opts.Environ, contract.EnvGPUUUID), GPUCount: gpus,
+				// The helper lives for the job: started as the runner's own
+				// child, spared by the sweep after each harness, closed here.
+				NVML: opts.NVML, NVMLSupervisor: managedChildren{},
+			})
 			defer sampler.Close()
-			eo.Noise = sampler
+			eo.Noise, eo.GPUCount = sampler, sampler.NVMLGPUs
 		}
 		out.Result, runErr = Evaluate(ctx, in.Config, eo)
+		runErr = opts.ownDiskFull(runErr)
+	}
+	out.Noise = opts.judgeNoise(sampler, mode, runErr == nil)
+	// The sealed copy leaves first: in a sandbox it is the result, and
+	// nothing the submission left in the out dir may hold it back.
+	if err := opts.seal(key, out); err != nil && runErr == nil {
+		runErr = err
 	}
 	files, werr := resultfile.Write(opts.Out, out.Result)
 	switch {
@@ -129,12 +142,9 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	default:
 		logf(opts.Log, "wrote %s (%s)", opts.Out, out.Result.Describe())
 	}
-	out.Noise = opts.writeNoise(sampler, mode, runErr == nil)
+	out.Noise = opts.writeNoise(out.Noise)
 	if out.Noise != nil {
 		files = append(files, contract.NoiseFile)
-	}
-	if err := opts.seal(key, out); err != nil && runErr == nil {
-		runErr = err
 	}
 	if !opts.NoUpload && werr == nil {
 		if agent, err := bkagent.Find("", opts.Environ); err == nil {
@@ -147,6 +157,19 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	}
 	out.Code = ExitCode(runErr)
 	return out, runErr
+}
+
+// ownDiskFull makes a full tmpfs in a sealed run (the sandbox's
+// container, or the process launcher's pod with a memory-backed volume)
+// the submission's fault instead of the machine's: the tmpfs is the job's
+// own, so a submission that fills it in its test run could otherwise
+// exit 75 and be run again elsewhere (issue 25). A full disk outside the
+// sandbox, or on a disk-backed volume, stays the machine's.
+func (o RunOptions) ownDiskFull(err error) error {
+	if o.Sealed == nil || FaultOf(err) != FaultMachine || !diskFullOnTmpfs(err) {
+		return err
+	}
+	return &Error{Fault: FaultSubmission, Err: fmt.Errorf("the job filled its own disk (a tmpfs of its container), not the machine's: %w", err)}
 }
 
 // job reads the job and refuses a step re-routed to another queue (where
@@ -261,14 +284,11 @@ func (o RunOptions) loadPublish() (*payload.FullResult, *bkagent.Agent, error) {
 	return &res, agent, nil
 }
 
-// writeNoise judges the noise record against the vendor's policy, decides
-// a retry (only for a ranked run that otherwise completed), and writes
-// noise.json beside Out. It returns nil when no timed run was recorded;
-// a stale noise.json is removed then, so it cannot pass for this run's.
-func (o RunOptions) writeNoise(s *noise.Sampler, mode payload.Mode, completed bool) *noise.Record {
-	path := filepath.Join(filepath.Dir(o.Out), contract.NoiseFile)
+// judgeNoise judges the noise record against the vendor's policy and
+// decides a retry (only for a ranked run that otherwise completed). It
+// returns nil when no timed run was recorded.
+func (o RunOptions) judgeNoise(s *noise.Sampler, mode payload.Mode, completed bool) *noise.Record {
 	if s == nil || !s.Measured() {
-		_ = os.Remove(path)
 		return nil
 	}
 	policy, err := noise.ParsePolicy(o.getenv(contract.EnvNoisePolicy))
@@ -281,6 +301,19 @@ func (o RunOptions) writeNoise(s *noise.Sampler, mode payload.Mode, completed bo
 		rec.DecideRetry(mode.Ranked(), o.retries())
 	}
 	rec.SetAttempt(o.retries())
+	return rec
+}
+
+// writeNoise writes rec as noise.json beside Out, or with no record
+// removes a stale noise.json, so it cannot pass for this run's. It
+// returns the record the run goes on with: nil when an unsealed run could
+// not write it (then nothing claims it was recorded).
+func (o RunOptions) writeNoise(rec *noise.Record) *noise.Record {
+	path := filepath.Join(filepath.Dir(o.Out), contract.NoiseFile)
+	if rec == nil {
+		_ = os.Remove(path)
+		return nil
+	}
 	if err := noise.Write(path, rec); err != nil {
 		logf(o.Log, "%v", err)
 		if o.Sealed == nil {

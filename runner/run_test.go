@@ -125,6 +125,7 @@ func TestExitCode(t *testing.T) {
 		{machineFault("no GPU visible"), exitcode.TempFail},
 		{&os.PathError{Op: "write", Path: "result.json", Err: syscall.ENOSPC}, exitcode.TempFail},
 		{&Error{Fault: FaultCanceled, Err: errors.New("cancelled")}, exitcode.Canceled},
+		{&Error{Fault: FaultSubmission, Err: errors.New("the job filled its own disk")}, exitcode.Failure},
 		{errors.New("a bug"), exitcode.Failure},
 	} {
 		if got := ExitCode(tc.err); got != tc.code {

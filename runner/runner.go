@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -46,6 +48,10 @@ type EvalOptions struct {
 	// leaderboard) starts and ends, to record the noise around it
 	// (package noise, noise.json).
 	Noise NoiseObserver
+	// GPUCount, when set, is asked first whether the GPU still answers
+	// after a test run printed a GPU runtime failure (Run: kbgen-nvml);
+	// when it fails or counts none, nvidia-smi and rocm-smi are asked.
+	GPUCount func() (int, error)
 }
 
 // NoiseObserver brackets each timed run: Begin just before the harness
@@ -205,7 +211,7 @@ func (e *evaluation) one(ctx context.Context, key string, mode payload.Mode, cas
 		e.logf("%s: %s", key, Verdict(res))
 	} else {
 		e.logf("%s: %s (exit code %d)", key, Verdict(res), res.Run.ExitCode)
-		if err := runtimeFault(mode, res.Run); err != nil {
+		if err := e.runtimeFault(ctx, mode, res.Run); err != nil {
 			return err
 		}
 	}
@@ -326,21 +332,75 @@ var deviceFailures = []string{
 }
 
 // runtimeFault reports a machine fault (exit 75, retried elsewhere) when
-// the test run died the way a broken GPU makes programs die. Only the
-// test run: it comes first and is untimed, so a submission that prints a
-// device failure there re-rolls nothing. In a timed run (benchmark,
-// leaderboard, private, profile) the submission may already have seen
-// its numbers, and the text is its own claim about the GPU, so it is the
-// run's failure, never a retry (issue 20: a faked GPU fault re-rolled a
-// leaderboard run up to three times).
-func runtimeFault(mode payload.Mode, r *payload.RunResult) error {
-	if mode != payload.ModeTest || r.Success || r.ExitCode == ExitTimeout {
+// the test run died the way a broken GPU makes programs die and the GPU
+// does not answer the runner either. Only the test run: it comes first
+// and is untimed. In a timed run (benchmark, leaderboard, private,
+// profile) the submission may already have seen its numbers, and the
+// text is its own claim about the GPU, so it is the run's failure, never
+// a retry (issue 20: a faked GPU fault re-rolled a leaderboard run up to
+// three times). Even in the test run the text is the program's word: it
+// can time itself or look at the machine there and print it to shop for
+// another (issue 25), so the runner asks the GPU itself once the program
+// is gone (gpuAnswers), and a GPU that answers makes the text the run's
+// own failure.
+func (e *evaluation) runtimeFault(ctx context.Context, mode payload.Mode, r *payload.RunResult) error {
+	claim := deviceFailure(mode, r)
+	if claim == "" || ctx.Err() != nil {
 		return nil
+	}
+	n, how, err := e.gpuAnswers(ctx)
+	if ctx.Err() != nil {
+		return nil // a cancel during the probe is a cancel, not evidence
+	}
+	if err == nil {
+		addNote(r, fmt.Sprintf("kbgen: the run printed %q, but the GPU answers the runner (%s lists %d): the run's own failure, not the machine's", claim, how, n))
+		e.logf("the run printed %q; %s lists %d GPU(s): the run's failure", claim, how, n)
+		return nil
+	}
+	return machineFault("the GPU runtime failed on this machine (%q, exit code %d), and the runner's own probe agrees: %v", claim, r.ExitCode, err)
+}
+
+// deviceFailure is the device failure a failed test run printed, or "".
+func deviceFailure(mode payload.Mode, r *payload.RunResult) string {
+	if mode != payload.ModeTest || r.Success || r.ExitCode == ExitTimeout {
+		return ""
 	}
 	for _, s := range deviceFailures {
 		if strings.Contains(r.Stderr, s) {
-			return machineFault("the GPU runtime failed on this machine (%q, exit code %d)", s, r.ExitCode)
+			return s
 		}
 	}
-	return nil
+	return ""
+}
+
+// gpuAnswers asks the GPU, on the runner's own behalf and after the
+// program and everything it started are gone, how many devices answer:
+// through EvalOptions.GPUCount (kbgen-nvml) first, else the tools the
+// system probe asks. It says which answered, or why none did.
+func (e *evaluation) gpuAnswers(ctx context.Context) (int, string, error) {
+	var helperErr error
+	if e.opts.GPUCount != nil {
+		n, err := e.opts.GPUCount()
+		if err == nil && n > 0 {
+			return n, "kbgen-nvml", nil
+		}
+		helperErr = cmp.Or(err, errors.New("kbgen-nvml lists no GPU"))
+	}
+	g := probeGPUs(ctx, e.baseEnv(nil))
+	if g.count > 0 {
+		return g.count, map[string]string{"CUDA": "nvidia-smi", "ROCm": "rocm-smi"}[g.runtime], nil
+	}
+	why := cmp.Or(g.err, "neither nvidia-smi nor rocm-smi lists a GPU")
+	if helperErr != nil {
+		why = helperErr.Error() + "; " + why
+	}
+	return 0, "", errors.New(why)
+}
+
+// addNote appends one of kbgen's lines to a run's stderr.
+func addNote(r *payload.RunResult, note string) {
+	if r.Stderr != "" && !strings.HasSuffix(r.Stderr, "\n") {
+		r.Stderr += "\n"
+	}
+	r.Stderr += note + "\n"
 }

@@ -73,6 +73,42 @@ func FixedProbe(info payload.SystemInfo, gpuFound bool) *Probe {
 
 func (p *Probe) gather(ctx context.Context, env []string) {
 	info := payload.SystemInfo{DeviceCount: payload.DefaultDeviceCount}
+	seen := make(chan gpusSeen, 1)
+	go func() { seen <- probeGPUs(ctx, env) }()
+	// Read from files rather than asked of Python: starting an interpreter
+	// (let alone importing torch) costs more than the whole runner.
+	info.CPU = cpuModel()
+	info.Hostname, _ = os.Hostname()
+	info.Platform = platformString()
+	info.Torch = torchVersion(env)
+	g := <-seen
+	if g.count > 0 {
+		info.GPU, info.DeviceCount, info.Runtime = g.name, g.count, g.runtime
+		p.gpuFound = true
+	}
+	if n, ok := grantedGPUs(env); ok && p.gpuFound {
+		// The sandbox says how many GPUs it gave; what the tools list
+		// may be more (rocm-smi sees the host's sysfs).
+		info.DeviceCount = n
+	}
+	p.gpuErr = g.err
+	p.info = info
+}
+
+// gpusSeen is what the GPU tools say: the first GPU's name, how many
+// they list and their runtime; err is why a tool that exists failed (a
+// driver problem) when none listed a GPU.
+type gpusSeen struct {
+	name    string
+	count   int
+	runtime string
+	err     string
+}
+
+// probeGPUs asks nvidia-smi and rocm-smi at once, each bounded by
+// probeTimeout: the system probe before the job, and the runner's own
+// check after a test run that printed a GPU runtime failure (gpuAnswers).
+func probeGPUs(ctx context.Context, env []string) gpusSeen {
 	var wg sync.WaitGroup
 	var nv, roc []byte
 	var nvErr, rocErr error
@@ -85,45 +121,31 @@ func (p *Probe) gather(ctx context.Context, env []string) {
 		defer wg.Done()
 		roc, rocErr = probeOutput(ctx, env, "rocm-smi", "--showproductname", "--json")
 	}()
-	// Read from files rather than asked of Python: starting an interpreter
-	// (let alone importing torch) costs more than the whole runner.
-	info.CPU = cpuModel()
-	info.Hostname, _ = os.Hostname()
-	info.Platform = platformString()
-	info.Torch = torchVersion(env)
 	wg.Wait()
-
+	var g gpusSeen
 	switch {
 	case nvErr == nil && len(bytes.TrimSpace(nv)) > 0:
 		names := strings.Split(strings.TrimSpace(string(nv)), "\n")
-		info.GPU, info.DeviceCount, info.Runtime = strings.TrimSpace(names[0]), len(names), "CUDA"
-		p.gpuFound = true
+		return gpusSeen{name: strings.TrimSpace(names[0]), count: len(names), runtime: "CUDA"}
 	case rocErr == nil:
 		var cards map[string]map[string]any
 		if json.Unmarshal(roc, &cards) == nil && len(cards) > 0 {
 			for _, k := range sortedKeys(cards) {
 				if s, ok := cards[k]["Card Series"].(string); ok {
-					info.GPU = s
+					g.name = s
 					break
 				}
 			}
-			info.DeviceCount, info.Runtime = len(cards), "ROCm"
-			p.gpuFound = true
+			g.count, g.runtime = len(cards), "ROCm"
+			return g
 		}
 	}
-	if n, ok := grantedGPUs(env); ok && p.gpuFound {
-		// The sandbox says how many GPUs it gave; what the tools list
-		// may be more (rocm-smi sees the host's sysfs).
-		info.DeviceCount = n
-	}
-	if !p.gpuFound {
-		for _, e := range []error{nvErr, rocErr} {
-			if e != nil && !isNotFound(e) {
-				p.gpuErr = e.Error()
-			}
+	for _, e := range []error{nvErr, rocErr} {
+		if e != nil && !isNotFound(e) {
+			g.err = e.Error()
 		}
 	}
-	p.info = info
+	return g
 }
 
 func probeOutput(ctx context.Context, env []string, args ...string) ([]byte, error) {

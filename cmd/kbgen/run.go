@@ -51,9 +51,10 @@ never KERNELBOT_PAYLOAD*, BUILDKITE_* or anything named like a token.
 Exit codes (result.json is written in every case):
   0   the evaluation ran, whatever the submission did
   65  the job is invalid (never retried)
-  75  this machine is at fault: no GPU visible (with --require-gpu), GPU
-      runtime failure, disk full, missing interpreter or profiler, or (once)
-      external noise under a retry policy (retried)
+  75  this machine is at fault: no GPU visible (with --require-gpu), a GPU
+      runtime failure in the test run that the runner's own probe confirms,
+      disk full, missing interpreter or profiler, or (once) external noise
+      under a retry policy (retried)
   143 stopped by SIGTERM or SIGINT (a cancelled build)
   1   the runner itself failed (with --publish: the upload or annotation failed)
   2   bad flags, or --payload-file cannot be read`
