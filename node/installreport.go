@@ -19,6 +19,9 @@ type InstallRequest struct {
 	// from the plan and Inputs.
 	Options InstallOptions
 	DryRun  bool
+	// CheckSudoers checks the sudoers drop-in before it is written
+	// (nil: Visudo).
+	CheckSudoers SudoersCheck
 }
 
 // InstallReport is what an install did (or, DryRun, would do), and what
@@ -55,6 +58,9 @@ func Install(ctx context.Context, req InstallRequest) (*InstallReport, error) {
 	files, err := Render(p, opts)
 	if err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
+	}
+	if err := checkSudoers(ctx, req.CheckSudoers, p, files); err != nil {
+		return nil, err
 	}
 	r := &InstallReport{Plan: p, DryRun: req.DryRun}
 	if r.Results, err = Apply(req.Inputs.Root, files, req.DryRun); err != nil {
@@ -111,4 +117,23 @@ func writeResults(out io.Writer, results []Result, dryRun bool) {
 	for _, res := range results {
 		fmt.Fprintf(out, "%-12s %s %s\n", verb[res.Change], res.Mode, res.Path)
 	}
+}
+
+// checkSudoers runs check (nil: Visudo) on the sudoers drop-in among
+// files, if there is one; a note when it could not check goes on p.
+func checkSudoers(ctx context.Context, check SudoersCheck, p *Plan, files []File) error {
+	if check == nil {
+		check = Visudo
+	}
+	for _, f := range files {
+		if f.Path != ResetSudoers {
+			continue
+		}
+		note, err := check(ctx, f.Data)
+		if note != "" {
+			p.Notes = append(p.Notes, note)
+		}
+		return err
+	}
+	return nil
 }
