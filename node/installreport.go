@@ -33,7 +33,8 @@ type InstallReport struct {
 	// Done is false when Apply stopped part-way: Results says how far it
 	// got, and nothing after them is known.
 	Done bool
-	// Stale are installed agent directories (gpuN) no longer in the plan.
+	// Stale are installed agent directories (gpuN, gpuN-migK, gpuxN-K)
+	// no longer in the plan.
 	Stale []string
 	// TokenMissing: no token given and none installed.
 	TokenMissing bool
@@ -85,9 +86,9 @@ func (r *InstallReport) Write(out, warn io.Writer) {
 		return
 	}
 	for _, id := range r.Stale {
-		n := strings.TrimPrefix(id, "gpu")
-		fmt.Fprintf(out, "%-12s %s/%s: GPU %s is not in the plan; systemctl disable --now buildkite-agent-gpu@%s.service, then remove the directory\n",
-			"stale", ConfigDir, id, n, n)
+		// setup-node.sh reads these lines: the id, then the unit.
+		fmt.Fprintf(out, "%-12s %s/%s: agent %s is not in the plan; systemctl disable --now %s, then remove the directory\n",
+			"stale", ConfigDir, id, id, (&Agent{ID: id}).Unit())
 	}
 	if r.TokenMissing {
 		fmt.Fprintf(warn, "kbgen: warning: no agent token given (--token-file or BUILDKITE_AGENT_TOKEN) and none installed: the agents will not start until %s exists\n", TokenFile)
