@@ -3,8 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
-	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/gpuid"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/registry"
 )
@@ -128,7 +128,7 @@ func CheckAgentQueues(p *Plan, reg *registry.Registry) error {
 		if v.Runtime != p.Runtime {
 			return &QueueMismatchError{Msg: fmt.Sprintf("queue %q runs %s GPUs, but this node's GPUs are %s", a.Queue, v.Runtime, p.Runtime)}
 		}
-		if strings.HasPrefix(a.GPU.UUID, "MIG-") && (v.RunsMode(payload.ModeLeaderboard) || v.MultiGPU()) {
+		if gpuid.IsMIG(a.GPU.UUID) && (v.RunsMode(payload.ModeLeaderboard) || v.MultiGPU()) {
 			return &QueueMismatchError{Msg: fmt.Sprintf("--mig-queue %s: queue %q runs ranked jobs or several GPUs; a MIG slice's queue runs test only (modes: [test])", a.Queue, v.Queue)}
 		}
 	}
