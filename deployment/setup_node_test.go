@@ -15,7 +15,7 @@ import (
 // The tools setup-node.sh uses besides the ones a test stubs. Tests run it
 // with a PATH of only these (linked) and the stubs, so whatever the build
 // machine has installed (docker, go, nvidia-smi) cannot leak in.
-var systemTools = []string{"bash", "env", "sed", "cat", "id", "mktemp", "rm", "cp", "cmp", "install", "grep", "tee", "head", "wc", "tr", "dirname", "mkdir", "chmod"}
+var systemTools = []string{"bash", "env", "sed", "cat", "id", "mktemp", "rm", "cp", "cmp", "install", "grep", "tee", "head", "wc", "tr", "dirname", "basename", "cut", "sha256sum", "mkdir", "chmod"}
 
 type setupEnv struct {
 	t     *testing.T
@@ -26,6 +26,12 @@ type setupEnv struct {
 }
 
 func newSetupEnv(t *testing.T) *setupEnv {
+	t.Helper()
+	return newSetupEnvBox(t, "l40sx2")
+}
+
+// newSetupEnvBox is newSetupEnv on another fixture machine of node/testdata.
+func newSetupEnvBox(t *testing.T, box string) *setupEnv {
 	t.Helper()
 	dir := t.TempDir()
 	e := &setupEnv{t: t, dir: dir, bin: filepath.Join(dir, "bin"), vars: map[string]string{}}
@@ -41,9 +47,9 @@ func newSetupEnv(t *testing.T) *setupEnv {
 			t.Fatal(err)
 		}
 	}
-	// A sysfs with cgroup v2, holding the 2xL40S box for kbgen node install.
+	// A sysfs with cgroup v2, holding the box (2xL40S) for kbgen node install.
 	e.sysfs = filepath.Join(dir, "sys")
-	if err := os.CopyFS(e.sysfs, os.DirFS("../node/testdata/l40sx2/sys")); err != nil {
+	if err := os.CopyFS(e.sysfs, os.DirFS("../node/testdata/"+box+"/sys")); err != nil {
 		t.Fatal(err)
 	}
 	e.write("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n", 0o644)
@@ -85,9 +91,14 @@ esac`, csv))
 	e.stub("docker", `[ "$1" = info ] && exit 0; exit 9`)
 	e.stub("nvidia-ctk", `echo "NVIDIA Container Toolkit CLI version 1.17.3"`)
 	e.vars["QUEUE"] = "nvidia-l40s"
-	e.vars["BUILDKITE_AGENT_TOKEN"] = "secret-agent-token-4f9a2c"
+	e.vars["TOKEN_FILE"] = e.write("agent-token", agentToken+"\n", 0o600)
 	e.vars["KBGEN_BINARY"] = kbgenbin.Path(e.t)
+	// The test's own build: no signed SHA256SUMS beside it.
+	e.vars["ALLOW_UNSIGNED"] = "1"
 }
+
+// agentToken is the token the tests install; it must never be printed.
+const agentToken = "secret-agent-token-4f9a2c"
 
 func (e *setupEnv) run(args ...string) (string, int) {
 	e.t.Helper()
@@ -129,8 +140,8 @@ func TestSetupNodePrerequisites(t *testing.T) {
 			setup: func(e *setupEnv) { os.Remove(filepath.Join(e.sysfs, "fs/cgroup/cgroup.controllers")) },
 			code:  1,
 			want: []string{
-				"missing: QUEUE: set the Buildkite queue",
-				"missing: BUILDKITE_AGENT_TOKEN: set it to the agent token",
+				"missing: --queue: name the Buildkite queue",
+				"missing: --token-file: the agent token of your Buildkite cluster",
 				"missing: GPU driver: no nvidia-smi and no " + "", // path varies
 				"missing: docker: install Docker Engine",
 				"missing: cgroup v2: ",
@@ -259,7 +270,7 @@ func TestSetupNodePrerequisites(t *testing.T) {
 				t.Errorf("exit %d, want %d:\n%s", code, tt.code, out)
 			}
 			wantLines(t, out, tt.want...)
-			if tok := e.vars["BUILDKITE_AGENT_TOKEN"]; tok != "" && strings.Contains(out, tok) {
+			if strings.Contains(out, agentToken) {
 				t.Errorf("token printed:\n%s", out)
 			}
 			if _, err := os.Stat(e.vars["ROOT"]); err == nil {
@@ -307,12 +318,12 @@ func TestSetupNodeStagingIdempotent(t *testing.T) {
 		t.Errorf("token file: %v %v", fi, err)
 	}
 	data, _ := os.ReadFile(tok)
-	if string(data) != "BUILDKITE_AGENT_TOKEN=secret-agent-token-4f9a2c\n" {
+	if string(data) != "BUILDKITE_AGENT_TOKEN="+agentToken+"\n" {
 		t.Errorf("token file holds %q", data)
 	}
 
 	// The second run, even without the token (it is installed), changes nothing.
-	delete(e.vars, "BUILDKITE_AGENT_TOKEN")
+	delete(e.vars, "TOKEN_FILE")
 	out, code = e.run()
 	if code != 0 {
 		t.Fatalf("second run exit %d:\n%s", code, out)
@@ -334,7 +345,7 @@ func TestSetupNodeUsage(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 	out, code = e.run("--help")
-	if code != 0 || !strings.Contains(out, "sudo BUILDKITE_AGENT_TOKEN=... QUEUE=nvidia-h100 ./deployment/setup-node.sh") || strings.Contains(out, "set -euo") {
+	if code != 0 || !strings.Contains(out, "sudo ./deployment/setup-node.sh --queue nvidia-h100 --token-file /root/agent-token") || strings.Contains(out, "set -euo") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
@@ -363,8 +374,12 @@ case "$1" in
   disable) [ "$3" = buildkite-agent.service ] && : > %[1]q/pkg-disabled; exit 0 ;;
 esac`, state))
 	e.stub("apt-get", rec)
-	e.stub("curl", rec+"\necho KEY")
-	e.stub("gpg", rec+"\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat > \"$2\"; shift; done")
+	// gpg --dearmor writes the key; --show-keys answers as gpg does, with
+	// the fingerprint the key file holds.
+	e.stub("gpg", rec+`
+if [ "$1" = --show-keys ]; then printf 'pub:-:255:22:A79206696452D198:1:::-:::scESC::::::23::0:\nfpr:::::::::%s:\n' "$(cat "$3")"; exit 0; fi
+while [ $# -gt 0 ]; do [ "$1" = -o ] && cat > "$2"; shift; done`)
+	e.stub("curl", rec+"\necho 32A37959C2FA5C3C99EFBC32A79206696452D198")
 	e.vars["MANAGE_SYSTEM"] = "1"
 	return log
 }

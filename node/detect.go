@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/gpuid"
 	"github.com/gpu-mode/kbgen/internal/nvsmi"
 	"github.com/gpu-mode/kbgen/nvmlhelper"
 )
@@ -145,13 +146,29 @@ func PlanMachine(ctx context.Context, m Machine, opts PlanOptions) (*Plan, error
 // NVML inventory, or nvidia-smi -L run.
 func machineMIG(ctx context.Context, m Machine) (map[int][]nvsmi.MIGInstance, error) {
 	if m.NvidiaList == nil && m.Inventory != nil {
-		return inventoryMIG(m.Inventory), nil
+		return checkMIG(inventoryMIG(m.Inventory), nil)
 	}
 	list, err := toolOutput(ctx, m, m.NvidiaList, NvidiaListArgs)
 	if err != nil {
 		return nil, fmt.Errorf("listing MIG instances: %w", err)
 	}
-	return nvsmi.ParseMIG(list)
+	return checkMIG(nvsmi.ParseMIG(list))
+}
+
+// checkMIG holds every MIG instance and its parent to gpuid's grammar:
+// the UUIDs become agents' placement, written into shell files.
+func checkMIG(migs map[int][]nvsmi.MIGInstance, err error) (map[int][]nvsmi.MIGInstance, error) {
+	if err != nil {
+		return nil, err
+	}
+	for gpu, insts := range migs {
+		for _, m := range insts {
+			if err := errors.Join(gpuid.NVIDIAMIG(m.UUID), gpuid.NVIDIAGPU(m.Parent)); err != nil {
+				return nil, fmt.Errorf("GPU %d's MIG instances: %w", gpu, err)
+			}
+		}
+	}
+	return migs, nil
 }
 
 // toolOutput is a fixture's content, or the nvidia-smi query run.

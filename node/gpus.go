@@ -8,6 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/gpuid"
+	"github.com/gpu-mode/kbgen/internal/lazyre"
 )
 
 // GPU is one GPU as the agent that owns it must name it.
@@ -48,8 +52,8 @@ func ParseNvidiaSMI(out []byte) ([]GPU, error) {
 		if err != nil {
 			return nil, fmt.Errorf("nvidia-smi output line %d: index %q is not a number", i+1, f[0])
 		}
-		if !strings.HasPrefix(f[1], "GPU-") {
-			return nil, fmt.Errorf("nvidia-smi output line %d: uuid %q does not start with GPU-", i+1, f[1])
+		if err := gpuid.NVIDIAGPU(f[1]); err != nil {
+			return nil, fmt.Errorf("nvidia-smi output line %d: %w", i+1, err)
 		}
 		bus, err := normalizePCIBus(f[2])
 		if err != nil {
@@ -69,17 +73,21 @@ func ParseNvidiaSMI(out []byte) ([]GPU, error) {
 	return gpus, nil
 }
 
+// pciBDF is a PCI bus:device.function (hex; a function is 0-7).
+var pciBDF = lazyre.New(`^[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$`)
+
 // normalizePCIBus turns nvidia-smi's "00000000:18:00.0" into sysfs's
 // "0000:18:00.0".
 func normalizePCIBus(s string) (string, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	dom, rest, ok := strings.Cut(s, ":")
-	if !ok || len(rest) != len("18:00.0") {
-		return "", fmt.Errorf("bad PCI bus id %q", s)
+	if !ok || !pciBDF.MatchString(rest) {
+		// Bad input (exit 2), whichever file or tool it came from.
+		return "", exitcode.Usagef("bad PCI bus id %q", s)
 	}
 	d, err := strconv.ParseUint(dom, 16, 32)
 	if err != nil || d > 0xffff {
-		return "", fmt.Errorf("bad PCI bus id %q", s)
+		return "", exitcode.Usagef("bad PCI bus id %q", s)
 	}
 	return fmt.Sprintf("%04x:%s", d, rest), nil
 }
@@ -130,8 +138,10 @@ func ReadAMDGPUs(sys fs.FS, rocmSMI []byte) ([]GPU, error) {
 			if c.Model != "" {
 				g.Model = c.Model
 			}
-			if c.UniqueID != "" && g.UUID == "" {
-				g.UUID = "GPU-" + strings.TrimPrefix(strings.ToLower(c.UniqueID), "0x")
+			// rocm-smi says "N/A" where it cannot read the id: the GPU
+			// is then named by index, as without rocm-smi.
+			if u := "GPU-" + strings.TrimPrefix(strings.ToLower(c.UniqueID), "0x"); g.UUID == "" && gpuid.AMD(u) == nil {
+				g.UUID = u
 			}
 		}
 		if g.Model == "" {

@@ -9,7 +9,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 )
 
@@ -157,10 +156,12 @@ func ReadInstalledPlan(root string) (*Plan, error) {
 	return ParsePlan(data)
 }
 
-// StaleAgents lists installed agent directories (gpuN under ConfigDir)
-// that plan p no longer has: a GPU removed or gone. Their units must be
-// disabled before the directories go, or systemd would restart an agent
-// for a GPU that is not there.
+// StaleAgents lists installed agent directories under ConfigDir (named
+// as the planner names agents: gpu3, gpu3-mig0, gpux8-0) that plan p no
+// longer has: a GPU removed or gone, a shape or MIG queue no longer
+// asked for. Their units must be disabled before the directories go, or
+// systemd would restart an agent for a GPU that is not there, or keep a
+// shape agent taking jobs on GPUs the plan gave back.
 func StaleAgents(root string, p *Plan) ([]string, error) {
 	if root == "" {
 		root = "/"
@@ -172,14 +173,13 @@ func StaleAgents(root string, p *Plan) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing installed agents: %w", err)
 	}
+	planned := map[string]bool{}
+	for _, a := range p.Agents {
+		planned[a.ID] = true
+	}
 	var stale []string
 	for _, e := range entries {
-		idx, ok := strings.CutPrefix(e.Name(), "gpu")
-		n, err := strconv.Atoi(idx)
-		if !e.IsDir() || !ok || err != nil {
-			continue
-		}
-		if p.Agent(n) == nil {
+		if e.IsDir() && agentID.MatchString(e.Name()) && !planned[e.Name()] {
 			stale = append(stale, e.Name())
 		}
 	}

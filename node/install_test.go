@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -468,5 +469,38 @@ func TestStaleAgents(t *testing.T) {
 	stale, err := StaleAgents(root, p)
 	if err != nil || strings.Join(stale, " ") != "gpu2 gpu7" {
 		t.Errorf("stale = %v, %v; want gpu2 gpu7", stale, err)
+	}
+}
+
+// TestStaleShapeAndMIGAgents: re-planning without --shape or --mig-queue
+// (setup-node.sh re-run as documented) marks the shape and MIG agents
+// stale, so their units are disabled and their files removed; the control
+// agent's directory is never an agent of the plan's.
+func TestStaleShapeAndMIGAgents(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	opts := defaultOpts
+	opts.Shapes, opts.MIGQueue = []Shape{{"h100x4", 4}}, "nvidia-h100-mig"
+	files, err := Render(planFixture(t, "h100x8", opts), InstallOptions{Queue: "nvidia-h100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(root, files, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, ConfigDir, "control"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := StaleAgents(root, planFixture(t, "h100x8", defaultOpts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(stale, "gpux4-0") || !slices.Contains(stale, "gpu0-mig0") || slices.Contains(stale, "control") || slices.Contains(stale, "gpu1") {
+		t.Errorf("stale = %v; want the shape agent gpux4-0 and the MIG agents, not control or gpu1", stale)
+	}
+	var out bytes.Buffer
+	(&InstallReport{Plan: &Plan{}, Done: true, Stale: []string{"gpux8-0"}}).Write(&out, io.Discard)
+	if want := "stale        /etc/buildkite-agent/kbgen/gpux8-0: agent gpux8-0 is not in the plan; systemctl disable --now buildkite-agent-gpu@x8-0.service, then remove the directory\n"; !strings.HasPrefix(out.String(), want) {
+		t.Errorf("report:\n%s\nwant it to start with\n%s", out.String(), want)
 	}
 }

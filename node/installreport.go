@@ -19,6 +19,9 @@ type InstallRequest struct {
 	// from the plan and Inputs.
 	Options InstallOptions
 	DryRun  bool
+	// CheckSudoers checks the sudoers drop-in before it is written
+	// (nil: Visudo).
+	CheckSudoers SudoersCheck
 }
 
 // InstallReport is what an install did (or, DryRun, would do), and what
@@ -30,7 +33,8 @@ type InstallReport struct {
 	// Done is false when Apply stopped part-way: Results says how far it
 	// got, and nothing after them is known.
 	Done bool
-	// Stale are installed agent directories (gpuN) no longer in the plan.
+	// Stale are installed agent directories (gpuN, gpuN-migK, gpuxN-K)
+	// no longer in the plan.
 	Stale []string
 	// TokenMissing: no token given and none installed.
 	TokenMissing bool
@@ -56,6 +60,9 @@ func Install(ctx context.Context, req InstallRequest) (*InstallReport, error) {
 	if err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
 	}
+	if err := checkSudoers(ctx, req.CheckSudoers, p, files); err != nil {
+		return nil, err
+	}
 	r := &InstallReport{Plan: p, DryRun: req.DryRun}
 	if r.Results, err = Apply(req.Inputs.Root, files, req.DryRun); err != nil {
 		return r, err
@@ -79,9 +86,9 @@ func (r *InstallReport) Write(out, warn io.Writer) {
 		return
 	}
 	for _, id := range r.Stale {
-		n := strings.TrimPrefix(id, "gpu")
-		fmt.Fprintf(out, "%-12s %s/%s: GPU %s is not in the plan; systemctl disable --now buildkite-agent-gpu@%s.service, then remove the directory\n",
-			"stale", ConfigDir, id, n, n)
+		// setup-node.sh reads these lines: the id, then the unit.
+		fmt.Fprintf(out, "%-12s %s/%s: agent %s is not in the plan; systemctl disable --now %s, then remove the directory\n",
+			"stale", ConfigDir, id, id, (&Agent{ID: id}).Unit())
 	}
 	if r.TokenMissing {
 		fmt.Fprintf(warn, "kbgen: warning: no agent token given (--token-file or BUILDKITE_AGENT_TOKEN) and none installed: the agents will not start until %s exists\n", TokenFile)
@@ -111,4 +118,23 @@ func writeResults(out io.Writer, results []Result, dryRun bool) {
 	for _, res := range results {
 		fmt.Fprintf(out, "%-12s %s %s\n", verb[res.Change], res.Mode, res.Path)
 	}
+}
+
+// checkSudoers runs check (nil: Visudo) on the sudoers drop-in among
+// files, if there is one; a note when it could not check goes on p.
+func checkSudoers(ctx context.Context, check SudoersCheck, p *Plan, files []File) error {
+	if check == nil {
+		check = Visudo
+	}
+	for _, f := range files {
+		if f.Path != ResetSudoers {
+			continue
+		}
+		note, err := check(ctx, f.Data)
+		if note != "" {
+			p.Notes = append(p.Notes, note)
+		}
+		return err
+	}
+	return nil
 }

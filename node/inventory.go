@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/gpuid"
 	"github.com/gpu-mode/kbgen/internal/nvsmi"
 	"github.com/gpu-mode/kbgen/nvmlhelper"
 )
@@ -24,8 +24,8 @@ func inventoryGPUs(inv *nvmlhelper.Inventory) ([]GPU, error) {
 	}
 	gpus := make([]GPU, 0, len(inv.GPUs))
 	for _, d := range inv.GPUs {
-		if !strings.HasPrefix(d.UUID, "GPU-") {
-			return nil, fmt.Errorf("NVML GPU %d: uuid %q does not start with GPU-", d.Index, d.UUID)
+		if err := gpuid.NVIDIAGPU(d.UUID); err != nil {
+			return nil, fmt.Errorf("NVML GPU %d: %w", d.Index, err)
 		}
 		bus, err := normalizePCIBus(d.PCIBus)
 		if err != nil {

@@ -85,7 +85,7 @@ func TestInventoryRefusals(t *testing.T) {
 		want string
 	}{
 		{"no GPUs", func(inv *nvmlhelper.Inventory) { inv.GPUs, inv.Links = nil, nil }, "NVML lists no GPUs"},
-		{"not a GPU UUID", func(inv *nvmlhelper.Inventory) { inv.GPUs[1].UUID = "MIG-1" }, `NVML GPU 1: uuid "MIG-1" does not start with GPU-`},
+		{"not a GPU UUID", func(inv *nvmlhelper.Inventory) { inv.GPUs[1].UUID = "MIG-1" }, `NVML GPU 1: NVIDIA GPU uuid "MIG-1": want GPU-`},
 		{"bad bus", func(inv *nvmlhelper.Inventory) { inv.GPUs[2].PCIBus = "18:00" }, "NVML GPU 2: bad PCI bus id"},
 		{"an index twice", func(inv *nvmlhelper.Inventory) { inv.GPUs[3].Index = 2 }, "NVML lists GPU index 2 twice"},
 		{"short matrix", func(inv *nvmlhelper.Inventory) { inv.Links = inv.Links[:3] }, "NVML link matrix has 3 rows for 4 GPUs"},

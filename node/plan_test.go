@@ -248,7 +248,7 @@ func TestPlanNoSMTAndGPUlessNode(t *testing.T) {
 		"devices/system/node/node1/meminfo":      {Data: []byte("Node 1 MemTotal: 33554432 kB\n")},
 		"bus/pci/devices/0000:81:00.0/numa_node": {Data: []byte("1\n")},
 	}
-	m := Machine{Sys: sys, NvidiaSMI: []byte("0, GPU-aaaa, 00000000:81:00.0, NVIDIA L4\n")}
+	m := Machine{Sys: sys, NvidiaSMI: []byte("0, GPU-aaaa0000-0000-0000-0000-000000000000, 00000000:81:00.0, NVIDIA L4\n")}
 	p, err := PlanMachine(context.Background(), m, PlanOptions{ReserveCores: 1, ReserveMemory: 4 * size.GiB})
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestPlanGPUOnUnknownNode(t *testing.T) {
 		"devices/system/node/node0/meminfo":      {Data: []byte("Node 0 MemTotal: 33554432 kB\n")},
 		"bus/pci/devices/0000:81:00.0/numa_node": {Data: []byte("3\n")},
 	}
-	m := Machine{Sys: sys, NvidiaSMI: []byte("0, GPU-aaaa, 00000000:81:00.0, NVIDIA L4\n")}
+	m := Machine{Sys: sys, NvidiaSMI: []byte("0, GPU-aaaa0000-0000-0000-0000-000000000000, 00000000:81:00.0, NVIDIA L4\n")}
 	_, err := PlanMachine(context.Background(), m, defaultOpts)
 	if err == nil || !strings.Contains(err.Error(), "NUMA node 3, which sysfs does not list") {
 		t.Fatalf("err = %v", err)
@@ -278,13 +278,16 @@ func TestPlanGPUOnUnknownNode(t *testing.T) {
 
 func TestParseNvidiaSMIErrors(t *testing.T) {
 	t.Parallel()
+	const a, b = "GPU-aaaa0000-0000-0000-0000-000000000000", "GPU-bbbb0000-0000-0000-0000-000000000000"
 	for _, in := range []string{
 		"",
-		"0, GPU-a, 00000000:18:00.0",
-		"x, GPU-a, 00000000:18:00.0, H100",
+		"0, " + a + ", 00000000:18:00.0",
+		"x, " + a + ", 00000000:18:00.0, H100",
 		"0, abc, 00000000:18:00.0, H100",
-		"0, GPU-a, nonsense, H100",
-		"0, GPU-a, 00000000:18:00.0, H100\n0, GPU-b, 00000000:19:00.0, H100",
+		"0, GPU-a, 00000000:18:00.0, H100",
+		"0, " + a + ", nonsense, H100",
+		"0, " + a + ", 00000000:1\n#00.0, H100",
+		"0, " + a + ", 00000000:18:00.0, H100\n0, " + b + ", 00000000:19:00.0, H100",
 	} {
 		if gpus, err := ParseNvidiaSMI([]byte(in)); err == nil {
 			t.Errorf("ParseNvidiaSMI(%q) = %v, want error", in, gpus)

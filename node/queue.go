@@ -3,8 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
-	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/gpuid"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/registry"
 )
@@ -17,17 +17,24 @@ type QueueMismatchError struct{ Msg string }
 func (e *QueueMismatchError) Error() string { return e.Msg }
 
 // CheckQueue checks p's queue against the vendor registry: a queue the
-// registry does not know is allowed, with a note on the plan (the registry
-// may be updated after the node); a Kubernetes queue or one of another
+// registry does not know is refused (a typo would install a whole node
+// no job reaches), unless allowUnknown, when it is kept with a note (the
+// registry may be updated after the node); a Kubernetes queue or one of another
 // runtime is a *QueueMismatchError. An alias ("h100") becomes the
 // canonical queue ("nvidia-h100"), with a note: steps target the canonical
 // name (pipelinegen.EvalFor), so agents tagged with an alias would never
 // get a job. A plan with no queue passes.
-func CheckQueue(p *Plan, reg *registry.Registry) error {
+func CheckQueue(p *Plan, reg *registry.Registry, allowUnknown bool) error {
 	if p.Queue == "" {
 		return nil
 	}
+	if err := validQueue(p.Queue); err != nil {
+		return err
+	}
 	v, err := reg.Lookup(p.Queue)
+	if errors.As(err, new(*registry.UnknownQueueError)) && !allowUnknown {
+		return fmt.Errorf("%w: agents on it would never get a job; check the spelling (kbgen vendors lists the queues), or pass --allow-unknown-queue to install before the registry lists it", err)
+	}
 	if errors.As(err, new(*registry.UnknownQueueError)) {
 		p.Notes = append(p.Notes, fmt.Sprintf("queue %q is not in the vendor registry; add it there before jobs are routed to it", p.Queue))
 		return nil
@@ -121,7 +128,7 @@ func CheckAgentQueues(p *Plan, reg *registry.Registry) error {
 		if v.Runtime != p.Runtime {
 			return &QueueMismatchError{Msg: fmt.Sprintf("queue %q runs %s GPUs, but this node's GPUs are %s", a.Queue, v.Runtime, p.Runtime)}
 		}
-		if strings.HasPrefix(a.GPU.UUID, "MIG-") && (v.RunsMode(payload.ModeLeaderboard) || v.MultiGPU()) {
+		if gpuid.IsMIG(a.GPU.UUID) && (v.RunsMode(payload.ModeLeaderboard) || v.MultiGPU()) {
 			return &QueueMismatchError{Msg: fmt.Sprintf("--mig-queue %s: queue %q runs ranked jobs or several GPUs; a MIG slice's queue runs test only (modes: [test])", a.Queue, v.Queue)}
 		}
 	}

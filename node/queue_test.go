@@ -22,6 +22,8 @@ func TestCheckQueue(t *testing.T) {
 		queue     string
 		runtime   contract.Runtime
 		agents    []Agent
+		allow     bool     // --allow-unknown-queue
+		refused   string   // part of an unknown queue's refusal
 		mismatch  string   // part of the *QueueMismatchError, "" for none
 		wantQueue string   // the plan's queue after the check
 		notes     []string // a part of each note, in order
@@ -38,14 +40,24 @@ func TestCheckQueue(t *testing.T) {
 		{name: "other runtime", queue: "amd-mi300", runtime: contract.RuntimeNVIDIA, mismatch: `queue "amd-mi300" runs rocm GPUs (MI300X), but this node's GPUs are nvidia`, wantQueue: "amd-mi300"},
 		{name: "nvidia queue on AMD", queue: "nvidia-h100", runtime: contract.RuntimeROCm, mismatch: "this node's GPUs are rocm", wantQueue: "nvidia-h100"},
 		{name: "kubernetes", queue: "nebius-h100-k8s", runtime: contract.RuntimeNVIDIA, mismatch: "runs on Kubernetes", wantQueue: "nebius-h100-k8s"},
-		{name: "unknown queue", queue: "brand-new-queue", runtime: contract.RuntimeROCm, wantQueue: "brand-new-queue", notes: []string{"not in the vendor registry"}},
+		{name: "unknown queue allowed", queue: "brand-new-queue", allow: true, runtime: contract.RuntimeROCm, wantQueue: "brand-new-queue", notes: []string{"not in the vendor registry"}},
+		// Issue 27: a typo installed a whole node with exit 0 and a note.
+		{name: "unknown queue refused", queue: "nvidia-h10", runtime: contract.RuntimeNVIDIA, wantQueue: "nvidia-h10", refused: `unknown queue "nvidia-h10" (known: `},
+		{name: "alias with unknown allowed", queue: "h100", allow: true, runtime: contract.RuntimeNVIDIA, agents: agents, wantQueue: "nvidia-h100",
+			notes: []string{`queue "h100" is an alias of "nvidia-h100"`, "uses 12 of its agent's 26 CPUs"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := &Plan{Queue: tt.queue, Runtime: tt.runtime, Agents: tt.agents}
-			err := CheckQueue(p, reg)
+			err := CheckQueue(p, reg, tt.allow)
 			var qm *QueueMismatchError
+			var uq *registry.UnknownQueueError
 			switch {
+			case tt.refused != "":
+				if !errors.As(err, &uq) || !strings.Contains(err.Error(), tt.refused) || !strings.Contains(err.Error(), "--allow-unknown-queue") {
+					t.Fatalf("%v, want an unknown queue refused with %q and the way out", err, tt.refused)
+				}
+				return
 			case tt.mismatch == "" && err != nil:
 				t.Fatalf("%v", err)
 			case tt.mismatch != "" && (!errors.As(err, &qm) || !strings.Contains(err.Error(), tt.mismatch)):

@@ -13,7 +13,6 @@ import (
 
 	"github.com/gpu-mode/kbgen/deployment"
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
 )
 
@@ -42,10 +41,6 @@ const (
 	DefaultAgentBinary = "/usr/bin/buildkite-agent"
 	DefaultKbgenPath   = "/usr/local/bin/kbgen"
 )
-
-// userName is a login name as useradd takes it: the unit's User= and the
-// sudoers line name it, so nothing else may reach them.
-var userName = lazyre.New(`^[A-Za-z_][A-Za-z0-9_.-]{0,31}$`)
 
 // InstanceName is the systemd unit of the agent owning GPU index.
 func InstanceName(index int) string {
@@ -136,9 +131,6 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	if opts.User == "" {
 		opts.User = DefaultUser
 	}
-	if !userName.MatchString(opts.User) {
-		return nil, fmt.Errorf("user %q: want a login name (letters, digits, '_', '.', '-'; at most 32)", opts.User)
-	}
 	if opts.KbgenPath == "" {
 		opts.KbgenPath = DefaultKbgenPath
 	}
@@ -149,6 +141,9 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		return nil, err
 	}
 	if err := validToken(opts.Token); err != nil {
+		return nil, err
+	}
+	if err := checkRenderable(p); err != nil {
 		return nil, err
 	}
 	if p.HostCPUs == "" {
@@ -205,8 +200,12 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		files = append(files, File{Path: ProfilingModprobe, Mode: 0o644, Data: []byte("# Written by `kbgen node install --allow-profiling`: ncu in profile-mode\n# steps (uid 1000, no capabilities) needs the GPU performance counters.\n" + ProfilingModprobeLine)})
 	}
 	if opts.AllowGPUReset {
+		sudoers, err := resetSudoers(p, opts.User)
+		if err != nil {
+			return nil, err
+		}
 		// Root-only, as sudo wants its files.
-		files = append(files, File{Path: ResetSudoers, Mode: 0o440, Data: resetSudoers(p, opts.User)})
+		files = append(files, File{Path: ResetSudoers, Mode: 0o440, Data: sudoers})
 	}
 	if opts.Plugin != nil {
 		pinned, err := pluginFiles(opts.Plugin)
@@ -235,6 +234,9 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 			// buildkite-agent v3.52.1 cannot verify a step with a plugin
 			// (fixed in v3.53.0), and the eval step always has one.
 			ad.Env = append(ad.Env, EnvVar{Name: contract.EnvVerificationKey, Value: JWKSFile})
+		}
+		if err := checkEnvValues(a.ID, ad.Env); err != nil {
+			return nil, err
 		}
 		dir := path.Join(ConfigDir, a.ID)
 		if err := add(path.Join(dir, "buildkite-agent.cfg"), "buildkite-agent.cfg.tmpl", 0o644, ad); err != nil {
@@ -341,17 +343,6 @@ func validPaths(paths ...string) error {
 	for _, p := range paths {
 		if !path.IsAbs(p) || strings.ContainsAny(p, " \t\n\"'\\:$%") {
 			return fmt.Errorf("%q: want an absolute path without spaces, quotes, ':', '$' or '%%'", p)
-		}
-	}
-	return nil
-}
-
-// validUser checks a user name for the units' User= (POSIX portable
-// names, as useradd takes them).
-func validUser(u string) error {
-	for i, r := range u {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_' || i > 0 && (r >= '0' && r <= '9' || r == '-' || r == '.')) {
-			return fmt.Errorf("user %q: want a user name (letters, digits, '_', '-', '.', not starting with a digit or '-')", u)
 		}
 	}
 	return nil

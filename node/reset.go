@@ -19,7 +19,10 @@ const ResetSudoers = "/etc/sudoers.d/kbgen-gpu-reset"
 // resetSudoers renders ResetSudoers for the plan's whole GPUs (a MIG
 // instance cannot be reset alone; its GPU is listed by its own agent or
 // not at all).
-func resetSudoers(p *Plan, user string) []byte {
+func resetSudoers(p *Plan, user string) ([]byte, error) {
+	if err := validUser(user); err != nil {
+		return nil, err
+	}
 	var b strings.Builder
 	b.WriteString("# Written by `kbgen node install --allow-gpu-reset`: kbgen sandbox resets a\n# leased GPU that failed the clean-GPU check (docs/isolation.md).\n")
 	var seen []string
@@ -34,20 +37,12 @@ func resetSudoers(p *Plan, user string) []byte {
 				continue
 			}
 			seen = append(seen, id)
-			fmt.Fprintf(&b, "%s ALL=(root) NOPASSWD: %s\n", user, sudoersCommand(argv))
+			cmd, err := sudoersCommand(argv)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ResetSudoers, err)
+			}
+			fmt.Fprintf(&b, "%s ALL=(root) NOPASSWD: %s\n", user, cmd)
 		}
 	}
-	return []byte(b.String())
-}
-
-// sudoersCommand writes argv as a sudoers command: sudo matches the
-// arguments literally, and ',', ':', '=' and '\' in them must be escaped
-// (sudoers(5)), as in a PCI address.
-func sudoersCommand(argv []string) string {
-	r := strings.NewReplacer(`\`, `\\`, ",", `\,`, ":", `\:`, "=", `\=`)
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		out[i] = r.Replace(a)
-	}
-	return strings.Join(out, " ")
+	return []byte(b.String()), nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/cpulist"
+	"github.com/gpu-mode/kbgen/internal/gpuid"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/size"
 )
@@ -272,7 +273,7 @@ func worstLink(set []int, links Links) string {
 func addShapes(p *Plan, shapes []Shape, links Links) error {
 	var whole []int
 	for _, a := range p.Agents {
-		if len(a.GPUs) == 0 && !strings.HasPrefix(a.GPU.UUID, "MIG-") {
+		if len(a.GPUs) == 0 && !gpuid.IsMIG(a.GPU.UUID) {
 			whole = append(whole, a.GPU.Index)
 		}
 	}

@@ -40,6 +40,9 @@ type Source struct {
 	MIGQueue string
 	// Queue is the queue the agents serve ("": none checked).
 	Queue string
+	// AllowUnknownQueue keeps a Queue the registry does not list (with a
+	// note) instead of refusing it.
+	AllowUnknownQueue bool
 	// Vendors is the vendor registry file ("": the built-in one).
 	Vendors string
 }
@@ -77,7 +80,7 @@ func PlanSource(ctx context.Context, s Source) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planning agents: %w", err)
 	}
-	if err := CheckQueue(p, reg); err != nil {
+	if err := CheckQueue(p, reg, s.AllowUnknownQueue); err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
 	}
 	return p, exitcode.With(exitcode.Usage, CheckAgentQueues(p, reg))

@@ -98,7 +98,7 @@ func TestInstallReport(t *testing.T) {
 			}
 		}, []string{
 			"would update -rw-r--r-- /etc/buildkite-agent/kbgen/plan.json",
-			"stale        /etc/buildkite-agent/kbgen/gpu5: GPU 5 is not in the plan; systemctl disable --now buildkite-agent-gpu@5.service",
+			"stale        /etc/buildkite-agent/kbgen/gpu5: agent gpu5 is not in the plan; systemctl disable --now buildkite-agent-gpu@5.service",
 		}, []string{"created      ", "updated      "}},
 	} {
 		// In turn: each step installs on the last one's root.

@@ -13,7 +13,24 @@
 #   kbgen-nvml-v0.1.0-linux-ARCH.cdx.json  beside kbgen as kbgen-nvml; for each ARCH
 #                                       whose C compiler is here (CC_arm64 names a
 #                                       cross compiler, e.g. aarch64-linux-gnu-gcc)
+#   kbgen-e2e-v0.1.0-linux-ARCH         static; `kbgen doctor --e2e` runs it (install
+#   kbgen-e2e-v0.1.0-linux-ARCH.cdx.json  beside kbgen as kbgen-e2e): no Go on the node
+#   kbgen-v0.1.0.intoto.jsonl           in-toto statement, SLSA provenance v1: every file
+#                                       above by SHA-256, the commit, builder and inputs
 #   SHA256SUMS                          sha256sum -c SHA256SUMS checks them all
+#   SHA256SUMS.sig                      OpenSSH signature of SHA256SUMS (namespace
+#                                       kbgen-release), when RELEASE_SIGNING_KEY names
+#                                       the private key file; checked against
+#                                       deployment/allowed_signers before it is kept
+#
+# Verify a release (no network; docs/operations.md#verifying-a-release):
+#
+#   ssh-keygen -Y verify -f deployment/allowed_signers -I kbgen-release \
+#     -n kbgen-release -s SHA256SUMS.sig < SHA256SUMS && sha256sum -c SHA256SUMS
+#
+# Without RELEASE_SIGNING_KEY the release still builds, says loudly that it
+# is unsigned, and writes no SHA256SUMS.sig. ALLOWED_SIGNERS=file checks the
+# signature against another allowed-signers file (tests, forks).
 #
 # The date is the commit's, not the clock's, so the same commit builds the
 # same bytes (check: run it twice and compare SHA256SUMS). DIST=dir writes
@@ -49,6 +66,14 @@ for arch in $arches; do
   # release can never carry one the sandbox would refuse (exit 75).
   go run ./scripts/sbom -version "$version$dirty" -commit "$commit" -date "$date" "$bin" > "$bin.cdx.json"
 
+  # kbgen-e2e: what `kbgen doctor --e2e` runs, static like kbgen, so a
+  # node checks itself end to end without a Go toolchain.
+  e2e="$dist/kbgen-e2e-$version-linux-$arch"
+  echo "--- $e2e"
+  CGO_ENABLED=0 GOOS=linux GOARCH="$arch" GOFLAGS=-mod=readonly \
+    go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$e2e" ./cmd/kbgen-e2e
+  go run ./scripts/sbom -version "$version$dirty" -commit "$commit" -date "$date" "$e2e" > "$e2e.cdx.json"
+
   # kbgen-nvml needs cgo, so a C compiler for the arch: the host's own cc,
   # or CC_<arch> for a cross build. Without one the release still ships
   # (nodes fall back to nvidia-smi), and says so.
@@ -74,6 +99,36 @@ if [ -f "$host" ]; then
   echo "$said"
   [[ $said == "kbgen $version$dirty ($commit, $date;"* ]] || { echo "release: $host says something else than $version$dirty at $commit" >&2; exit 1; }
 fi
+# The provenance names every file by hash; SHA256SUMS then lists it too,
+# so the one signature covers binaries, SBOMs and provenance.
+builder="local:$(id -un)@$(hostname 2>/dev/null || echo unknown)"
+[ -n "${BUILDKITE_AGENT_NAME:-}" ] && builder="buildkite:${BUILDKITE_ORGANIZATION_SLUG:-}/queue=kbgen-release/${BUILDKITE_AGENT_NAME}"
+go run ./scripts/provenance -version "$version$dirty" -commit "$commit" -date "$date" -arches "$arches" \
+  -builder "$builder" -invocation "${BUILDKITE_BUILD_URL:-}" "$dist"/kbgen-* > "$dist/kbgen-$version.intoto.jsonl"
 (cd "$dist" && sha256sum -- kbgen-* > SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
+
+# Sign SHA256SUMS with OpenSSH (no network, no keyserver): the key file
+# stays on the release agent; its public half is in deployment/allowed_signers.
+signers=${ALLOWED_SIGNERS:-deployment/allowed_signers}
+if [ -n "${RELEASE_SIGNING_KEY:-}" ]; then
+  [ -r "$RELEASE_SIGNING_KEY" ] || { echo "release: RELEASE_SIGNING_KEY=$RELEASE_SIGNING_KEY is not a readable file" >&2; exit 2; }
+  echo "--- signing $dist/SHA256SUMS (ssh-keygen -Y sign, namespace kbgen-release)"
+  ssh-keygen -q -Y sign -f "$RELEASE_SIGNING_KEY" -n kbgen-release "$dist/SHA256SUMS"
+  # A key the allowed signers do not list would make a release no node
+  # installs: check before it ships.
+  if ! ssh-keygen -Y verify -f "$signers" -I kbgen-release -n kbgen-release -s "$dist/SHA256SUMS.sig" <"$dist/SHA256SUMS"; then
+    rm -f "$dist/SHA256SUMS.sig"
+    echo "release: the signature does not verify against $signers: is RELEASE_SIGNING_KEY the key listed there?" >&2
+    exit 1
+  fi
+else
+  {
+    echo "release: ************************************************************"
+    echo "release: UNSIGNED RELEASE: RELEASE_SIGNING_KEY is not set, so there is no"
+    echo "release: $dist/SHA256SUMS.sig and setup-node.sh refuses these binaries"
+    echo "release: unless ALLOW_UNSIGNED=1. Do not publish it."
+    echo "release: ************************************************************"
+  } >&2
+fi
 echo "--- $dist/"
 ls -l "$dist"

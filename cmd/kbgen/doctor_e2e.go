@@ -18,8 +18,8 @@ import (
 func (c *DoctorCmd) runE2E(g *Globals) error {
 	bin, ok := companion.Find(companion.E2E, g.Getenv("PATH"))
 	if !ok {
-		return exitcode.With(exitcode.Failure, fmt.Errorf("doctor --e2e needs %s beside kbgen or on PATH (the local Buildkite is not linked into kbgen); from a checkout: %s",
-			companion.E2E, companion.BuildHint(companion.E2E)))
+		return exitcode.With(exitcode.Failure, fmt.Errorf("doctor --e2e needs %s beside kbgen or on PATH (the local Buildkite is not linked into kbgen): install the release's kbgen-e2e-VERSION-linux-ARCH there as %s (setup-node.sh does, with KBGEN_BINARY), or from a checkout: %s",
+			companion.E2E, companion.E2E, companion.BuildHint(companion.E2E)))
 	}
 	self, err := os.Executable()
 	if err != nil {

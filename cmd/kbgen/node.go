@@ -35,6 +35,9 @@ type machineFlags struct {
 	NvidiaList    string   `name:"nvidia-smi-list" placeholder:"FILE" help:"Output of 'nvidia-smi -L' to use instead of running it (--mig-queue). Example: --nvidia-smi-list gpus.txt"`
 	NVMLInventory string   `name:"nvml-inventory" placeholder:"FILE" help:"Output of 'kbgen-nvml inventory' (GPUs, MIG instances and links from NVML) for whichever of the three nvidia-smi files is not given. On a live machine kbgen asks the kbgen-nvml beside it, and runs nvidia-smi where there is none. Example: --nvml-inventory node/testdata/l4x4/nvml-inventory.json"`
 	ReserveMemory string   `default:"16g" placeholder:"SIZE" help:"Memory of each NUMA node kept for the host, docker syntax. Default: ${default} (setup-node.sh: RESERVE_MEMORY). Example: --reserve-memory 32g"`
+	// AllowUnknownQueue: a mistyped --queue used to install a whole node
+	// no job reaches, with exit 0 (issue 27).
+	AllowUnknownQueue bool `name:"allow-unknown-queue" help:"Plan for a --queue the vendor registry does not list (yet) instead of refusing it (exit 2): a typo would install agents no job ever reaches. Example: --queue vendor-new-gpu --allow-unknown-queue"`
 }
 
 // source is the machine flags, the queue and the registry (KBGEN_VENDORS)
@@ -44,7 +47,7 @@ func (m *machineFlags) source(g *Globals, queue string) node.Source {
 		Sysfs: m.Sysfs, NvidiaSMI: m.NvidiaSMI, RocmSMI: m.RocmSMI, NvidiaTopo: m.NvidiaTopo, NvidiaList: m.NvidiaList,
 		NVMLInventory: m.NVMLInventory, NVML: g.NVML(),
 		ReserveCores: m.ReserveCores, ReserveMemory: m.ReserveMemory, Shapes: m.Shape, MIGQueue: m.MIGQueue,
-		Queue: queue, Vendors: g.Getenv(contract.EnvVendors),
+		Queue: queue, AllowUnknownQueue: m.AllowUnknownQueue, Vendors: g.Getenv(contract.EnvVendors),
 	}
 }
 

@@ -57,6 +57,10 @@ type Stamp struct{ Version, Commit, Date string }
 // libc, where kbgen must not.
 const helperPackage = "github.com/gpu-mode/kbgen/cmd/kbgen-nvml"
 
+// e2ePackage is kbgen-e2e's main package: static like kbgen, so
+// `kbgen doctor --e2e` runs on a node without Go.
+const e2ePackage = "github.com/gpu-mode/kbgen/cmd/kbgen-e2e"
+
 func run(path string, st Stamp, w io.Writer) error {
 	bi, err := buildinfo.ReadFile(path)
 	if err != nil {
@@ -142,6 +146,8 @@ func FromBuildInfo(bi *debug.BuildInfo, sha string, st Stamp) (*BOM, error) {
 		if settings["CGO_ENABLED"] != "1" {
 			return nil, errors.New("kbgen-nvml built without cgo: it cannot load NVML")
 		}
+	case bi.Path == e2ePackage && settings["CGO_ENABLED"] == "0":
+		name = "kbgen-e2e"
 	case settings["CGO_ENABLED"] != "0":
 		return nil, errors.New("built with cgo (CGO_ENABLED is not 0): the sandbox mounts kbgen into images of any libc, so it must be static")
 	}
