@@ -48,6 +48,12 @@ func (r *Run) orphanedFor(now time.Time) time.Duration {
 	return now.Sub(r.seen)
 }
 
+func (r *Run) createdBy() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.creator
+}
+
 // checkOrphans cancels the runs, created or still queued for their
 // create, whose client has been gone longer than the grace period.
 func (s *Service) checkOrphans() {
@@ -56,7 +62,11 @@ func (s *Service) checkOrphans() {
 		return
 	}
 	now := s.cfg.Now()
+	twin := s.twinInstance()
 	for _, r := range append(s.runs.active(), s.pending.list()...) {
+		if twin != "" && r.createdBy() == twin {
+			continue // adopted from a live twin, whose client follows it there
+		}
 		if d := r.orphanedFor(now); d > grace {
 			go s.Cancel(r, "no client attached for "+d.Round(time.Second).String())
 		}

@@ -73,6 +73,7 @@ func (s *Service) adopt(b *client.Build) bool {
 		start = s.cfg.Now()
 	}
 	r := newRun(RunRequest{RunID: id, Queue: b.Queue(), Detach: b.MetaData[MetaDataDetach] == "true"}, start)
+	r.creator = b.MetaData[MetaDataInstance]
 	if dl, err := time.Parse(time.RFC3339, b.MetaData[MetaDataDeadline]); err == nil {
 		r.deadline = dl
 	}

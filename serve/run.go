@@ -37,6 +37,7 @@ type Run struct {
 	events      []client.Event
 	changed     chan struct{} // closed on every new event
 	streams     int           // event streams open now
+	creator     string        // the instance that created its build, when adopted (twin.go)
 	seen        time.Time     // a client's last sign: its POST, a GET, a stream open or closed
 }
 

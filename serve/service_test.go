@@ -55,7 +55,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if fake == nil {
 		fake = fakebuildkite.New(nil)
 		t.Cleanup(fake.Close)
-		if o.script.Finish == 0 {
+		if o.script.Finish == 0 && !o.script.Never {
 			o.script = fastScript
 		}
 		fake.SetScript(o.script)

@@ -63,3 +63,13 @@ func (s *Service) Conflict() string {
 	return fmt.Sprintf("another kbgen serve named %q (instance %s, this one is %s) created build %d on this pipeline since %s; two services on one pipeline take each other's builds for their own (a restart adopts and cancels them): stop one, or give each its own --name",
 		s.cfg.Name, s.twin.instance, s.instance, s.twin.build, s.twin.since.UTC().Format(time.RFC3339))
 }
+
+// twinInstance is the other service's instance, "" while none is known.
+func (s *Service) twinInstance() string {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	if s.twin == nil {
+		return ""
+	}
+	return s.twin.instance
+}
