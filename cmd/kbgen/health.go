@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/serve"
 )
@@ -12,12 +14,16 @@ import (
 // HealthCmd is the health probe of a kbgen serve: its container image
 // holds kbgen and CA certificates only, no curl.
 type HealthCmd struct {
-	URL     string        `arg:"" placeholder:"URL" help:"The service: http://127.0.0.1:PORT, https://HOST (a TLS proxy in front) or unix:/path/to/socket."`
+	URL     string        `arg:"" optional:"" placeholder:"URL" help:"The service: http://127.0.0.1:PORT, https://HOST (a TLS proxy in front) or unix:/path/to/socket. Default: $KBGEN_SERVER."`
 	Timeout time.Duration `default:"5s" help:"How long to wait for its answer."`
 }
 
 func (c *HealthCmd) Run(g *Globals) error {
-	rem, err := serve.NewRemote(c.URL, "")
+	url := cmp.Or(c.URL, g.Getenv(contract.EnvServer))
+	if url == "" {
+		return exitcode.Usagef("which kbgen serve? Give its URL, or set %s", contract.EnvServer)
+	}
+	rem, err := serve.NewRemote(url, "")
 	if err != nil {
 		return exitcode.With(exitcode.Usage, err)
 	}
@@ -35,7 +41,7 @@ func (c *HealthCmd) Help() string {
 	return `GET / of a kbgen serve (no token needed): prints its health as JSON and exits
 0 when it is ok, 4 when it answers not ok (Buildkite unreachable since its
 start, another service of its --name) or does not answer. The serve image's
-HEALTHCHECK runs it.
+HEALTHCHECK runs it (deployment/serve/Dockerfile, with $KBGEN_SERVER).
 
 Example:
   kbgen health http://127.0.0.1:8077`
