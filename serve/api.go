@@ -155,6 +155,12 @@ func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
 	out := newLineWriter(w)
 	for {
 		evs, done, changed := run.Events(from)
+		if done && len(evs) == 0 {
+			// A client that counted past the end (a heartbeat taken for an
+			// event, a restarted service's shorter list) still gets the
+			// done event: a stream always ends with it.
+			evs = run.last()
+		}
 		from += len(evs)
 		if out.events(evs) != nil || done {
 			return

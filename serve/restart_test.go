@@ -231,3 +231,21 @@ func TestHeartbeat(t *testing.T) {
 		t.Errorf("the stream had %d events beside its heartbeats, the run %d", events, len(evs))
 	}
 }
+
+// TestStreamAlwaysEndsWithDone: a client whose ?from= is past the end of
+// a done run's events (it counted a heartbeat, or its first service had
+// more events than the restarted one) still reads the done event, instead
+// of an empty stream it would take for a broken one and reconnect to for
+// ever.
+func TestStreamAlwaysEndsWithDone(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	r.submit("end")
+	r.await("end", 10*time.Second)
+	n := len(r.events("end"))
+	for _, from := range []int{n - 1, n, n + 7} {
+		_, body := r.do("GET", fmt.Sprintf("/v1/runs/end/events?from=%d", from), nil, testToken)
+		if lines := strings.Split(strings.TrimSpace(string(body)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], `"event":"done"`) {
+			t.Errorf("from=%d of %d events: %q, want the done event alone", from, n, body)
+		}
+	}
+}

@@ -182,6 +182,16 @@ func (r *Run) Events(from int) ([]client.Event, bool, <-chan struct{}) {
 	return out, r.done, r.changed
 }
 
+// last is the run's last event, alone (none before the first).
+func (r *Run) last() []client.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.events) == 0 {
+		return nil
+	}
+	return []client.Event{r.events[len(r.events)-1]}
+}
+
 // Done reports whether the run has its outcome.
 func (r *Run) Done() bool {
 	r.mu.Lock()
