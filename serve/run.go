@@ -63,12 +63,6 @@ func (r *Run) emitLocked(e client.Event, now time.Time) {
 	r.changed = make(chan struct{})
 }
 
-func (r *Run) emit(e client.Event, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.emitLocked(e, now)
-}
-
 // created records the build.
 func (r *Run) setBuild(b *client.Build, now time.Time) {
 	r.mu.Lock()
