@@ -186,22 +186,31 @@ func (c *Client) GetBuild(ctx context.Context, number int) (*Build, error) {
 // done only when the build is then seen finished, never for one that
 // goes on.
 func (c *Client) CancelBuild(ctx context.Context, number int) error {
-	_, err := c.bk.Builds.Cancel(ctx, c.opts.Org, c.opts.Pipeline, strconv.Itoa(number))
+	_, err := c.Cancel(ctx, number)
+	return err
+}
+
+// Cancel is CancelBuild that also returns the build as Buildkite then
+// reports it: its cancel answer (canceling, or canceled when no job
+// was running), or after a 422 the build seen finished, in whatever
+// state it ended (passed: it finished before the cancel came).
+func (c *Client) Cancel(ctx context.Context, number int) (*Build, error) {
+	got, err := c.bk.Builds.Cancel(ctx, c.opts.Org, c.opts.Pipeline, strconv.Itoa(number))
 	if err == nil {
-		return nil
+		return convertBuild(&got), nil
 	}
 	serr := c.scrub(err)
 	if statusOf(err) == 422 {
 		b, gerr := c.GetBuild(ctx, number)
 		switch {
 		case gerr != nil:
-			return fmt.Errorf("canceling build %d: %w; its state is unknown: %v", number, serr, gerr)
+			return nil, fmt.Errorf("canceling build %d: %w; its state is unknown: %v", number, serr, gerr)
 		case b.Finished():
-			return nil
+			return b, nil
 		}
-		return fmt.Errorf("canceling build %d: %w, and it goes on (state %s)", number, serr, b.State)
+		return nil, fmt.Errorf("canceling build %d: %w, and it goes on (state %s)", number, serr, b.State)
 	}
-	return fmt.Errorf("canceling build %d: %w", number, serr)
+	return nil, fmt.Errorf("canceling build %d: %w", number, serr)
 }
 
 // ListBuilds lists the pipeline's builds in the given states, up to limit.

@@ -99,6 +99,15 @@ if [ -f "$host" ]; then
   echo "$said"
   [[ $said == "kbgen $version$dirty ($commit, $date;"* ]] || { echo "release: $host says something else than $version$dirty at $commit" >&2; exit 1; }
 fi
+# kbgen serve's image (deployment/serve/Dockerfile, FROM scratch: the host
+# arch's static kbgen and CA certificates), tagged kbgen-serve:VERSION in the
+# local docker for the release pipeline to push; without docker, a warning.
+if [ -f "$host" ] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+  echo "--- image kbgen-serve:$version${dirty:+-dirty}"
+  deployment/serve/build-image.sh "$host" "kbgen-serve:$version${dirty:+-dirty}"
+else
+  echo "release: warning: no docker (or no $host): the kbgen-serve image is not built" >&2
+fi
 # The provenance names every file by hash; SHA256SUMS then lists it too,
 # so the one signature covers binaries, SBOMs and provenance.
 builder="local:$(id -un)@$(hostname 2>/dev/null || echo unknown)"

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpu-mode/kbgen/client"
 )
 
 // maxRunBytes bounds a POST /v1/runs body: the payload limit plus room.
@@ -58,6 +60,10 @@ type Health struct {
 	// start (then OK is false and the answer 503: runs are accepted and
 	// queued, none is created yet).
 	Buildkite string `json:"buildkite"`
+	// Conflict, when set, says that another service of this one's name
+	// creates builds on the pipeline (twin.go); then OK is false and the
+	// answer 503.
+	Conflict string `json:"conflict,omitempty"`
 }
 
 func (s *Service) serveHealth(w http.ResponseWriter, _ *http.Request) {
@@ -66,6 +72,9 @@ func (s *Service) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	code := http.StatusOK
 	if down := s.Down(); down != "" {
 		h.OK, h.Buildkite, code = false, down, http.StatusServiceUnavailable
+	}
+	if c := s.Conflict(); c != "" {
+		h.OK, h.Conflict, code = false, c, http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, h)
 }
@@ -105,6 +114,7 @@ func (s *Service) run(w http.ResponseWriter, r *http.Request) *Run {
 
 func (s *Service) serveGet(w http.ResponseWriter, r *http.Request) {
 	if run := s.run(w, r); run != nil {
+		run.touch(s.cfg.Now())
 		s.writeStatus(w, http.StatusOK, run)
 	}
 }
@@ -120,8 +130,9 @@ func (s *Service) serveDelete(w http.ResponseWriter, r *http.Request) {
 
 // serveEvents streams the run's progress events as JSON lines (the events
 // of kbgen submit --progress=json), from index ?from=N, until the "done"
-// event. A client that goes away and does not come back within
-// Config.OrphanGrace has its run canceled (orphan.go).
+// event, with a heartbeat line (heartbeat.go) whenever Config.Heartbeat
+// passes without one. A client that goes away and does not come back
+// within Config.OrphanGrace has its run canceled (orphan.go).
 func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
 	run := s.run(w, r)
 	if run == nil {
@@ -134,31 +145,73 @@ func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
+	// nginx buffers a proxied response unless told otherwise
+	// (ngx_http_proxy_module, proxy_buffering): a progress event must
+	// not wait in a proxy's buffer.
+	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
+	beat := time.NewTicker(s.cfg.Heartbeat)
+	defer beat.Stop()
+	out := newLineWriter(w)
 	for {
 		evs, done, changed := run.Events(from)
-		for _, e := range evs {
-			_ = enc.Encode(e)
+		if done && len(evs) == 0 {
+			// A client that counted past the end (a heartbeat taken for an
+			// event, a restarted service's shorter list) still gets the
+			// done event: a stream always ends with it.
+			evs = run.last()
 		}
 		from += len(evs)
-		if bw.Flush() != nil {
-			return
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		if done {
+		if out.events(evs) != nil || done {
 			return
 		}
 		select {
 		case <-r.Context().Done():
 			return
 		case <-changed:
+			beat.Reset(s.cfg.Heartbeat)
+		case <-beat.C:
+			if out.line(HeartbeatLine) != nil {
+				return
+			}
 		}
 	}
+}
+
+// lineWriter writes an event stream's lines and flushes each batch to the
+// client at once.
+type lineWriter struct {
+	bw      *bufio.Writer
+	enc     *json.Encoder
+	flusher http.Flusher
+}
+
+func newLineWriter(w http.ResponseWriter) *lineWriter {
+	bw := bufio.NewWriter(w)
+	f, _ := w.(http.Flusher)
+	return &lineWriter{bw: bw, enc: json.NewEncoder(bw), flusher: f}
+}
+
+func (l *lineWriter) events(evs []client.Event) error {
+	for _, e := range evs {
+		_ = l.enc.Encode(e)
+	}
+	return l.flush()
+}
+
+func (l *lineWriter) line(b []byte) error {
+	_, _ = l.bw.Write(b)
+	return l.flush()
+}
+
+func (l *lineWriter) flush() error {
+	if err := l.bw.Flush(); err != nil {
+		return err
+	}
+	if l.flusher != nil {
+		l.flusher.Flush()
+	}
+	return nil
 }
 
 // writeStatus answers with the run's RunStatus, its result copied from

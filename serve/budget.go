@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
 
 // Class is what a request is for; the budget serves them in different
@@ -54,6 +55,24 @@ const DefaultPerUser = 45
 // minute, all tokens together: half of a new organization's 200
 // (client.OrgLimit), the rest left to the organization's other users.
 const DefaultAPIBudget = client.OrgLimit / 2
+
+// CheckBudget refuses a budget Buildkite's limits cannot hold: apiBudget
+// requests a minute over the organization's orgLimit, or perUser over a
+// user's userLimit, would end in 429s whatever the service does
+// (client.OrgLimit and client.UserLimit are a new organization's, per
+// pages/apis/rest_api/rate_limits.md; an organization Buildkite gave
+// more passes its own). Errors carry exitcode.Usage.
+func CheckBudget(apiBudget, perUser, orgLimit, userLimit int) error {
+	switch {
+	case orgLimit < 1 || userLimit < 1:
+		return exitcode.Usagef("--org-limit %d and --user-limit %d must be positive", orgLimit, userLimit)
+	case apiBudget < 1 || apiBudget > orgLimit:
+		return exitcode.Usagef("--api-budget %d is outside 1..%d: Buildkite allows an organization %d REST requests a minute (--org-limit; kbgen doctor --buildkite reads your organization's), shared with everyone in it", apiBudget, orgLimit, orgLimit)
+	case perUser < 1 || perUser > userLimit:
+		return exitcode.Usagef("--user-budget %d is outside 1..%d: Buildkite allows each user %d REST requests a minute (--user-limit)", perUser, userLimit, userLimit)
+	}
+	return nil
+}
 
 // Budget keeps kbgen's own use of the REST API under two limits at once,
 // as Buildkite enforces them: PerMinute requests in any 61 seconds for all

@@ -3,9 +3,13 @@ package serve
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
 
 type fakeNow struct {
@@ -179,5 +183,38 @@ func TestBudget429Scope(t *testing.T) {
 	}
 	if st := b.Stats(); len(st.UserRemaining) != 2 || st.UserRemaining[0] != 0 || st.OrgRemaining != 0 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestCheckBudget: a budget Buildkite's limits cannot hold is refused
+// (exit 2), not accepted silently (issue 27: --api-budget 500).
+func TestCheckBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                      string
+		api, user, orgLim, usrLim int
+		wantErr                   string
+	}{
+		{"the defaults", DefaultAPIBudget, DefaultPerUser, client.OrgLimit, client.UserLimit, ""},
+		{"all of the organization's minute", 200, 50, 200, 50, ""},
+		{"over the organization's limit", 500, 45, 200, 50, "--api-budget 500 is outside 1..200"},
+		{"an organization Buildkite gave more", 500, 45, 1000, 50, ""},
+		{"zero", 0, 45, 200, 50, "--api-budget 0"},
+		{"over a user's limit", 100, 60, 200, 50, "--user-budget 60 is outside 1..50"},
+		{"a negative limit", 100, 45, -1, 50, "must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := CheckBudget(tc.api, tc.user, tc.orgLim, tc.usrLim)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || exitcode.Of(err) != exitcode.Usage {
+				t.Fatalf("err %v (exit %d), want exit 2 saying %q", err, exitcode.Of(err), tc.wantErr)
+			}
+		})
 	}
 }

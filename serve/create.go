@@ -30,6 +30,7 @@ func (s *Service) Submit(req RunRequest) (*Run, bool, error) {
 	}
 	r, fresh := s.runs.add(req, s.cfg.Now())
 	if !fresh {
+		r.touch(s.cfg.Now())
 		if r.req.Payload != "" && r.req.Payload != req.Payload {
 			return nil, false, &RequestError{Conflict: true, Msg: fmt.Sprintf("run %s already exists with a different payload", req.RunID)}
 		}
@@ -86,6 +87,10 @@ func (s *Service) create(ctx context.Context, r *Run) {
 	sub := s.submission(r)
 	nb := sub.NewBuild()
 	nb.MetaData[MetaDataService] = s.cfg.Name
+	nb.MetaData[MetaDataInstance] = s.instance
+	if r.req.Detach {
+		nb.MetaData[MetaDataDetach] = "true"
+	}
 	if _, _, _, dl, _, _ := r.snapshot(); !dl.IsZero() {
 		nb.MetaData[MetaDataDeadline] = dl.UTC().Format(time.RFC3339)
 	}

@@ -131,8 +131,11 @@ func TestTimeout(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	st := r.await("slow", 5*time.Second)
-	if st.Status != StatusTimedOut || !strings.Contains(st.Result.Error, "timed out after") || !strings.Contains(st.Result.Error, "canceled") {
+	if st.Status != StatusTimedOut || !strings.Contains(st.Result.Error, "build 1 was canceled") || !strings.Contains(st.Result.Error, "its deadline: ") {
 		t.Fatalf("%+v %+v", st, st.Result)
+	}
+	if why := r.canceledEvent("slow"); !strings.HasPrefix(why, "timed out after 300ms") {
+		t.Errorf("canceled event says %q", why)
 	}
 }
 

@@ -80,20 +80,22 @@ func (e Endpoint) where(ln net.Listener) string {
 	return "http://" + ln.Addr().String()
 }
 
-// Run is kbgen serve once configured: start (resume this service's
-// builds), then listen at e and serve the API with token within lim until
+// Run is kbgen serve once configured: listen at e first (a port in use
+// is exit 2 at once, before any request to Buildkite), then start (resume
+// this service's builds) and serve the API with token within lim until
 // ctx ends. Buildkite failing at start or the listener failing later is
-// exit 4 (exitcode.Infra); an endpoint that cannot be opened, 2.
+// exit 4 (exitcode.Infra).
 func (s *Service) Run(ctx context.Context, e Endpoint, token string, lim Limits) error {
-	if err := s.Start(ctx); err != nil {
-		return exitcode.With(exitcode.Infra, err)
-	}
 	ln, err := e.Listen()
 	if err != nil {
-		return exitcode.With(exitcode.Usage, err)
+		return exitcode.With(exitcode.Usage, fmt.Errorf("--listen %s: %w", e.addr, err))
+	}
+	if err := s.Start(ctx); err != nil {
+		ln.Close()
+		return exitcode.With(exitcode.Infra, err)
 	}
 	b := s.cfg.Budget
-	s.say("kbgen serve: listening on %s (API budget %d/min: %d token(s) × %d/min, poll every %s)", e.where(ln), b.Effective(), b.Users(), b.PerUser, s.PollEvery().Round(time.Millisecond))
+	s.say("kbgen serve: listening on %s (API budget %d/min: %d token(s) × %d/min, poll every %s, heartbeat every %s)", e.where(ln), b.Effective(), b.Users(), b.PerUser, s.PollEvery().Round(time.Millisecond), s.cfg.Heartbeat)
 	if err := s.Serve(ctx, ln, token, lim); err != nil {
 		return exitcode.With(exitcode.Infra, err)
 	}

@@ -32,25 +32,38 @@ func (r *rig) stream(id string) (closeStream func()) {
 	return func() { cancel(); resp.Body.Close() }
 }
 
+// TestOrphans: a run no client follows for the grace period is canceled,
+// whether its client streamed and left or never came after its POST
+// (issue 26: a run nobody attached to held its GPU); a client that
+// streams, re-attaches or polls keeps it, and a detached run is never
+// taken for orphaned.
 func TestOrphans(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	tests := []struct {
-		name string
+		name   string
+		detach bool
 		// client is what the client does after its POST; it returns
 		// when the grace period has been tested.
 		client     func(r *rig, id string)
 		wantCancel bool
 	}{
-		{"stream closed, nobody re-attaches", func(r *rig, id string) {
+		{"stream closed, nobody re-attaches", false, func(r *rig, id string) {
 			r.stream(id)()
 		}, true},
-		{"stream closed, re-attached within the grace period", func(r *rig, id string) {
+		{"never attached after its POST", false, func(r *rig, id string) {}, true},
+		{"stream closed, re-attached within the grace period", false, func(r *rig, id string) {
 			r.stream(id)()
 			time.Sleep(grace / 3)
 			defer r.stream(id)()
 			time.Sleep(3 * grace)
 		}, false},
-		{"never streamed (a client that polls GET)", func(r *rig, id string) {
+		{"a client that polls GET", false, func(r *rig, id string) {
+			for range 9 {
+				time.Sleep(grace / 3)
+				r.get(id)
+			}
+		}, false},
+		{"detached, nobody follows", true, func(r *rig, id string) {
 			time.Sleep(3 * grace)
 		}, false},
 	}
@@ -58,7 +71,7 @@ func TestOrphans(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := newRig(t, rigOpts{orphan: grace, script: slowScript})
-			r.submit("orphan")
+			r.post(RunRequest{RunID: "orphan", Queue: "nvidia-h100", Payload: testPayload(t), Detach: tc.detach})
 			tc.client(r, "orphan")
 			if !tc.wantCancel {
 				if st := r.get("orphan"); st.State == StateDone {
@@ -69,15 +82,33 @@ func TestOrphans(t *testing.T) {
 				}
 				return
 			}
-			st := r.await("orphan", 5*time.Second)
-			if st.Status != StatusTimedOut || !strings.Contains(st.Result.Error, "client went away") {
-				t.Fatalf("orphan ended %s: %q", st.Status, st.Result.Error)
+			r.awaitUnseen("orphan", 5*time.Second)
+			st := r.get("orphan")
+			if st.Status != StatusTimedOut || !strings.Contains(st.Result.Error, "was canceled") || st.BuildState != "canceled" {
+				t.Fatalf("orphan ended %s (%s): %q", st.Status, st.BuildState, st.Result.Error)
+			}
+			if why := r.canceledEvent("orphan"); !strings.HasPrefix(why, "no client attached for") {
+				t.Errorf("canceled event says %q", why)
 			}
 			if n := r.fake.CountRequests("PUT", "/cancel"); n != 1 {
 				t.Fatalf("%d cancel requests; want 1", n)
 			}
 		})
 	}
+}
+
+// awaitUnseen waits for the run to be done without a request (a GET
+// would count as its client).
+func (r *rig) awaitUnseen(id string, within time.Duration) {
+	r.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if run := r.svc.runs.get(id); run != nil && run.Done() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.t.Fatalf("run %s not done within %s; log:\n%s", id, within, r.log.String())
 }
 
 // get is GET /v1/runs/{id}.
@@ -87,6 +118,17 @@ func (r *rig) get(id string) RunStatus {
 	var st RunStatus
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &st) != nil {
 		r.t.Fatalf("GET %s: %d %s", id, resp.StatusCode, body)
+	}
+	return st
+}
+
+// post is POST /v1/runs with req, which must be accepted.
+func (r *rig) post(req RunRequest) RunStatus {
+	r.t.Helper()
+	resp, body := r.do("POST", "/v1/runs", req, testToken)
+	var st RunStatus
+	if (resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK) || json.Unmarshal(body, &st) != nil {
+		r.t.Fatalf("POST %s: %d %s", req.RunID, resp.StatusCode, body)
 	}
 	return st
 }

@@ -72,7 +72,8 @@ func (s *Service) adopt(b *client.Build) bool {
 	if start.IsZero() {
 		start = s.cfg.Now()
 	}
-	r := newRun(RunRequest{RunID: id, Queue: b.Queue()}, start)
+	r := newRun(RunRequest{RunID: id, Queue: b.Queue(), Detach: b.MetaData[MetaDataDetach] == "true"}, start)
+	r.creator = b.MetaData[MetaDataInstance]
 	if dl, err := time.Parse(time.RFC3339, b.MetaData[MetaDataDeadline]); err == nil {
 		r.deadline = dl
 	}
@@ -86,7 +87,7 @@ func (s *Service) adopt(b *client.Build) bool {
 	} else {
 		// Its client's stream died with the old service: it has the grace
 		// period to re-attach (orphan.go).
-		r.detachedAt = s.cfg.Now()
+		r.seen = s.cfg.Now()
 	}
 	return true
 }

@@ -3,6 +3,7 @@ package serve
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,6 +123,9 @@ func (r *Remote) stream(ctx context.Context, id string, from int, onEvent func(c
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return n, false, fmt.Errorf("kbgen serve sent a bad event: %v", err)
 		}
+		if IsHeartbeat(e) {
+			continue // not an event: it keeps the stream open through proxies
+		}
 		n++
 		if e.Kind == "done" {
 			return n, true, nil
@@ -133,6 +137,30 @@ func (r *Remote) stream(ctx context.Context, id string, from int, onEvent func(c
 		return n, false, err
 	}
 	return n, false, io.ErrUnexpectedEOF
+}
+
+// Health asks the service for its health (GET /, no token): the answer,
+// and an error when there is none or it says the service is not ok (a
+// 503: Buildkite unreachable since the start, or another service of its
+// name).
+func (r *Remote) Health(ctx context.Context) (*Health, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("kbgen serve: GET /: %v", describe(err))
+	}
+	defer resp.Body.Close()
+	var h Health
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&h); err != nil {
+		return nil, fmt.Errorf("kbgen serve: GET /: %s, not its health (%v)", resp.Status, err)
+	}
+	if resp.StatusCode != http.StatusOK || !h.OK {
+		return &h, fmt.Errorf("kbgen serve is not healthy (%s): %s", resp.Status, cmp.Or(h.Conflict, h.Buildkite))
+	}
+	return &h, nil
 }
 
 // cancel asks the service to cancel the run and waits for its outcome.

@@ -54,8 +54,11 @@ func TestRemoteInterrupt(t *testing.T) {
 			go func() { time.Sleep(200 * time.Millisecond); cancel() }()
 		}
 	})
-	if err != nil || st.Status != StatusTimedOut || !strings.Contains(st.Result.Error, "canceled by the client") {
+	if err != nil || st.Status != StatusTimedOut || !strings.Contains(st.Result.Error, "was canceled") || st.BuildState != "canceled" {
 		t.Fatalf("%+v %v", st, err)
+	}
+	if why := r.canceledEvent("remote-int"); why != "canceled by the client" {
+		t.Errorf("canceled event says %q", why)
 	}
 	if n := r.fake.CountRequests("PUT", "/cancel"); n != 1 {
 		t.Errorf("%d cancel requests", n)

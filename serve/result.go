@@ -10,13 +10,21 @@ import (
 	"github.com/gpu-mode/kbgen/payload"
 )
 
-// resolve ends a run whose build finished. The result usually rides on the
+// resolve ends a run whose build finished. A canceled build's run is
+// timed_out whatever the build carries (canceledResult). The result usually rides on the
 // build (meta-data kbgen_result, set by the runner): no request at all,
 // when it is the latest eval job's. Otherwise, and for a profile run, whose
 // download_url only the job's artifact list knows (client.LinkProfiles), a
 // fetcher reads it as kbgen submit does (client.Result), so the two always
 // agree.
 func (s *Service) resolve(r *Run, b *client.Build) {
+	if b.State == client.StateCanceled {
+		_, _, _, deadline, _, _ := r.snapshot()
+		if r.finish(client.TimedOut, canceledResult(b.Number, deadline), s.keep, s.cfg.Now()) {
+			s.logf("run %s: build %d canceled", r.ID, b.Number)
+		}
+		return
+	}
 	if res := s.fromMetaData(r, b); res != nil && !client.HasProfile(res) {
 		s.complete(r, res)
 		return

@@ -17,30 +17,32 @@ type Run struct {
 	ID  string
 	req RunRequest // zero Payload for a run recovered from Buildkite
 
-	mu         sync.Mutex
-	start      time.Time // for elapsed times: submission, or the build's creation
-	deadline   time.Time // zero: none
-	build      int
-	url        string
-	buildState string
-	jobState   string        // the eval job's, when a list answer carried jobs
-	created    time.Time     // the build's created_at, Buildkite's clock
-	canceled   string        // why the run is being canceled, once asked
-	budgetSaid bool          // "waiting for API budget" told since the last event
-	fetching   bool          // a result fetch is under way
-	final      *client.Build // the finished build as the watcher saw it, for the fetch
-	done       bool
-	doneAt     time.Time
-	status     client.Status
-	result     *kept // in the service's keeper
-	events     []client.Event
-	changed    chan struct{} // closed on every new event
-	streams    int           // event streams open now
-	detachedAt time.Time     // when the last stream closed; zero: never had one
+	mu          sync.Mutex
+	start       time.Time // for elapsed times: submission, or the build's creation
+	deadline    time.Time // zero: none
+	build       int
+	url         string
+	buildState  string
+	jobState    string        // the eval job's, when a list answer carried jobs
+	created     time.Time     // the build's created_at, Buildkite's clock
+	canceled    string        // why the run is being canceled, once asked
+	cancelRetry bool          // the cancel request failed: the watcher asks again
+	budgetSaid  bool          // "waiting for API budget" told since the last event
+	fetching    bool          // a result fetch is under way
+	final       *client.Build // the finished build as the watcher saw it, for the fetch
+	done        bool
+	doneAt      time.Time
+	status      client.Status
+	result      *kept // in the service's keeper
+	events      []client.Event
+	changed     chan struct{} // closed on every new event
+	streams     int           // event streams open now
+	creator     string        // the instance that created its build, when adopted (twin.go)
+	seen        time.Time     // a client's last sign: its POST, a GET, a stream open or closed
 }
 
 func newRun(req RunRequest, now time.Time) *Run {
-	r := &Run{ID: req.RunID, req: req, start: now, changed: make(chan struct{})}
+	r := &Run{ID: req.RunID, req: req, start: now, seen: now, changed: make(chan struct{})}
 	if t := req.timeout(); t > 0 {
 		r.deadline = now.Add(t)
 	}
@@ -59,12 +61,6 @@ func (r *Run) emitLocked(e client.Event, now time.Time) {
 	}
 	close(r.changed)
 	r.changed = make(chan struct{})
-}
-
-func (r *Run) emit(e client.Event, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.emitLocked(e, now)
 }
 
 // created records the build.
@@ -91,12 +87,26 @@ func (r *Run) observeLocked(b *client.Build, now time.Time) {
 	}
 }
 
+// observe takes in the build as the watcher saw it. A done run's build
+// may still be canceling: its build_state follows, without events (the
+// done event was the last).
 func (r *Run) observe(b *client.Build, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.done {
 		r.observeLocked(b, now)
+	} else if b.State != "" {
+		r.buildState = b.State
 	}
+}
+
+// watched reports whether the watcher still polls for the run: until it
+// is done and its build is final (a canceled run's build goes through
+// canceling first).
+func (r *Run) watched() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.done || (r.buildState != "" && !client.FinishedState(r.buildState))
 }
 
 // finish records the outcome once, res in k; later calls change nothing.
@@ -164,6 +174,16 @@ func (r *Run) Events(from int) ([]client.Event, bool, <-chan struct{}) {
 		out = append(out, r.events[max(from, 0):]...)
 	}
 	return out, r.done, r.changed
+}
+
+// last is the run's last event, alone (none before the first).
+func (r *Run) last() []client.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.events) == 0 {
+		return nil
+	}
+	return []client.Event{r.events[len(r.events)-1]}
 }
 
 // Done reports whether the run has its outcome.

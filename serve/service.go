@@ -21,6 +21,10 @@ const MetaDataService = "kbgen_service"
 // survives a restart.
 const MetaDataDeadline = "kbgen_deadline"
 
+// MetaDataDetach is "true" on the build of a run submitted with
+// RunRequest.Detach, so that a restart does not take it for orphaned.
+const MetaDataDetach = "kbgen_detach"
+
 // Config is what a Service needs.
 type Config struct {
 	// Client talks to Buildkite; its API transport must go through Budget
@@ -65,10 +69,15 @@ type Config struct {
 	// QueueTTL is how old the cached queue view (GET /v1/queues) may be
 	// before a request refreshes it; default DefaultQueueTTL.
 	QueueTTL time.Duration
-	// OrphanGrace is how long a run whose client is gone (it had an event
-	// stream and none is open) may wait for a client to re-attach before
-	// it is canceled; default DefaultOrphanGrace, negative: never.
+	// OrphanGrace is how long a run may go without a client (no event
+	// stream open, no GET, since its POST or its last stream) before it
+	// is canceled, detached runs excepted (orphan.go); default
+	// DefaultOrphanGrace, negative: never.
 	OrphanGrace time.Duration
+	// Heartbeat is the interval of the heartbeat line on every event
+	// stream (heartbeat.go); default DefaultHeartbeat, at most
+	// MaxHeartbeat.
+	Heartbeat time.Duration
 	// Log receives one line per notable event; never the token.
 	Log io.Writer
 	Now func() time.Time // default time.Now
@@ -103,6 +112,11 @@ type Service struct {
 	downMu sync.Mutex
 	down   *outage // Buildkite unreachable at start; nil once found
 	keep   *keeper
+	// instance is this process's id on its builds (twin.go); started,
+	// when it started; twin, another service of its name once seen.
+	instance string
+	started  time.Time
+	twin     *twin
 }
 
 // outage is why the startup scan has not succeeded yet.
@@ -135,6 +149,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.OrphanGrace == 0 {
 		cfg.OrphanGrace = DefaultOrphanGrace
 	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.Heartbeat < 0 || cfg.Heartbeat > MaxHeartbeat {
+		return nil, fmt.Errorf("serve: heartbeat %s is outside (0, %s]: a proxy's read timeout (nginx: 60 s) must not cut a quiet stream", cfg.Heartbeat, MaxHeartbeat)
+	}
 	if cfg.KeepDone <= 0 {
 		cfg.KeepDone = 24 * time.Hour
 	}
@@ -154,7 +174,8 @@ func New(cfg Config) (*Service, error) {
 			cfg.Budget.PollShare = min(cfg.Budget.PollShare, max(cfg.Budget.Effective()/5, safety+webhookRoom))
 		}
 	}
-	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{}), keep: newKeeper(cfg)}, nil
+	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{}), keep: newKeeper(cfg),
+		instance: newInstance(), started: cfg.Now()}, nil
 }
 
 // Start finds the service's builds on Buildkite (a restart resumes them),

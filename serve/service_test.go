@@ -42,6 +42,8 @@ type rigOpts struct {
 	fake      *fakebuildkite.Server // reuse (a restart)
 	limits    Limits                // zero: DefaultLimits
 	orphan    time.Duration         // Config.OrphanGrace
+	heartbeat time.Duration         // Config.Heartbeat
+	name      string                // Config.Name
 	queueTTL  time.Duration         // Config.QueueTTL
 	bootstrap string                // Config.BootstrapQueue
 	keep      Config                // its SpillDir and Result* bounds are used
@@ -53,7 +55,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if fake == nil {
 		fake = fakebuildkite.New(nil)
 		t.Cleanup(fake.Close)
-		if o.script.Finish == 0 {
+		if o.script.Finish == 0 && !o.script.Never {
 			o.script = fastScript
 		}
 		fake.SetScript(o.script)
@@ -79,7 +81,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
-		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap,
+		OrphanGrace: o.orphan, Heartbeat: o.heartbeat, Name: o.name, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap,
 		SpillDir: o.keep.SpillDir, ResultMemory: o.keep.ResultMemory, ResultInMemoryMax: o.keep.ResultInMemoryMax, ResultDisk: o.keep.ResultDisk})
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +141,32 @@ func (r *rig) submit(id string) RunStatus {
 	var st RunStatus
 	_ = json.Unmarshal(body, &st)
 	return st
+}
+
+// events reads the whole event stream of a done run.
+func (r *rig) events(id string) []client.Event {
+	r.t.Helper()
+	_, body := r.do("GET", "/v1/runs/"+id+"/events", nil, testToken)
+	var evs []client.Event
+	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		var e client.Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			r.t.Fatalf("event line %q: %v", line, err)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// canceledEvent is the reason the run's canceled event gives, "" if none.
+func (r *rig) canceledEvent(id string) string {
+	r.t.Helper()
+	for _, e := range r.events(id) {
+		if e.Kind == "canceled" {
+			return e.Error
+		}
+	}
+	return ""
 }
 
 // await polls GET /v1/runs/{id} until done.
@@ -290,8 +318,11 @@ func TestClientDisconnectAndDelete(t *testing.T) {
 		t.Fatalf("DELETE: %d %s", resp.StatusCode, body)
 	}
 	st := r.await("stop", 5*time.Second)
-	if st.Status != StatusTimedOut || !strings.Contains(st.Result.Error, "the build was canceled") {
+	if st.Status != StatusTimedOut || !strings.Contains(st.Result.Error, "build 2 was canceled") {
 		t.Fatalf("canceled run: %+v %+v", st, st.Result)
+	}
+	if why := r.canceledEvent("stop"); why != "canceled by the client" {
+		t.Errorf("canceled event says %q", why)
 	}
 	if n := r.fake.CountRequests("PUT", "/cancel"); n != 1 {
 		t.Errorf("%d cancel requests", n)

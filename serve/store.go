@@ -62,13 +62,14 @@ func (s *store) byNumber(n int) *Run {
 	return s.byBuild[n]
 }
 
-// active lists runs whose build exists and has no outcome yet.
+// active lists runs whose build exists and has no outcome yet, or whose
+// build has not reached its final state (Run.watched).
 func (s *store) active() []*Run {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*Run
 	for _, r := range s.byBuild {
-		if !r.Done() {
+		if r.watched() {
 			out = append(out, r)
 		}
 	}

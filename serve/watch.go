@@ -58,6 +58,7 @@ func (s *Service) watch(ctx context.Context) {
 		s.pollOnce(ctx)
 		s.checkDeadlines()
 		s.checkOrphans()
+		s.retryCancels()
 		if now := s.cfg.Now(); now.Sub(s.poller.pruned) > time.Minute {
 			s.poller.pruned = now
 			if n := s.runs.prune(now.Add(-s.cfg.KeepDone), s.keep); n > 0 {
@@ -222,7 +223,8 @@ func (s *Service) progress(ctx context.Context, meta map[string]string, oldest t
 func (s *Service) seen(b *client.Build) {
 	r := s.runs.byNumber(b.Number)
 	if r == nil {
-		return // not ours now (another service, or a run older than the scan)
+		s.noteForeign(b) // not ours: a run older than the scan, or another service's
+		return
 	}
 	now := s.cfg.Now()
 	r.observe(b, now)

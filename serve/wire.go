@@ -22,6 +22,10 @@ type RunRequest struct {
 	Branch         string  `json:"branch,omitempty"` // default main
 	Commit         string  `json:"commit,omitempty"` // default HEAD
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	// Detach: no client follows the run (no event stream, no polling), so
+	// the service never cancels it as orphaned; its client fetches the
+	// outcome later (GET /v1/runs/ID, or kbgen result BUILD).
+	Detach bool `json:"detach,omitempty"`
 }
 
 // Run states the API reports.

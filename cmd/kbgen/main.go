@@ -14,6 +14,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
@@ -75,6 +76,7 @@ type CLI struct {
 
 	// Kernelbot's backend.
 	Serve  ServeCmd  `cmd:"" help:"Run the service the Kernelbot backend talks to: one watcher, an API budget, webhooks."`
+	Health HealthCmd `cmd:"" help:"Ask a kbgen serve whether it is healthy (its container's health check: exit 0 healthy, 4 not)."`
 	Submit SubmitCmd `cmd:"" help:"Submit a job as a Buildkite build, wait, and print its FullResult JSON."`
 	Wait   WaitCmd   `cmd:"" help:"Re-attach to a build, wait for it to finish, and print its FullResult."`
 	Result ResultCmd `cmd:"" help:"Fetch the FullResult of a finished build."`
@@ -89,7 +91,8 @@ type CLI struct {
 // cliVars are the ${names} the commands' help and defaults use.
 func cliVars() kong.Vars {
 	return kong.Vars{"version": version.Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String(),
-		"api_budget": strconv.Itoa(serve.DefaultAPIBudget), "user_budget": strconv.Itoa(serve.DefaultPerUser), "control_queue": contract.ControlQueue,
+		"api_budget": strconv.Itoa(serve.DefaultAPIBudget), "user_budget": strconv.Itoa(serve.DefaultPerUser),
+		"org_limit": strconv.Itoa(client.OrgLimit), "user_limit": strconv.Itoa(client.UserLimit), "control_queue": contract.ControlQueue,
 		"api_scopes": strings.Join(contract.APIScopeNames(), ", ")}
 }
 

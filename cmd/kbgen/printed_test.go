@@ -45,6 +45,7 @@ var notHere = []struct {
 	{re: regexp.MustCompile(`kbgen run --publish`), reason: "runs in a Buildkite job (the agent token)"},
 	{re: regexp.MustCompile(`kbgen serve`), reason: "a long-running service"},
 	{re: regexp.MustCompile(`--server `), reason: "needs a running kbgen serve"},
+	{re: regexp.MustCompile(`kbgen health`), reason: "asks a running kbgen serve"},
 	{re: regexp.MustCompile(`/etc/kbgen`), reason: "writes /etc/kbgen on this machine"},
 }
 

@@ -20,13 +20,19 @@ type ServeCmd struct {
 	RecoverWindow  time.Duration `name:"recover-window" default:"1h" help:"On start, finished builds this recent are found again (running ones at any age)."`
 	KeepDone       time.Duration `name:"keep-done" default:"24h" help:"How long a finished run's result stays available to GET /v1/runs/ID."`
 	BootstrapQueue string        `name:"bootstrap-queue" placeholder:"QUEUE" help:"Default: KBGEN_BOOTSTRAP_QUEUE. Queue of Kernelbot's control agents that run the bootstrap step and sign the pipeline, for every run that names none (Kernelbot's launcher names none). See docs/security.md."`
-	OrphanGrace    time.Duration `name:"orphan-grace" default:"2m" help:"Cancel a run whose client's event stream closed and no client re-attached within this long (a restarted Kernelbot backend never does); 0 never cancels."`
+	OrphanGrace    time.Duration `name:"orphan-grace" default:"60s" help:"Cancel a run that no client follows (no event stream open, no GET) for this long since its POST or its last stream: a restarted Kernelbot backend never comes back for its runs; a run submitted with \"detach\": true is never canceled so; 0 never cancels."`
+	Heartbeat      time.Duration `default:"15s" help:"Interval of the heartbeat line ({\"event\":\"heartbeat\"}) on every event stream, so a proxy's read timeout (nginx: 60s) never cuts a quiet one; at most 20s."`
+	OrgLimit       int           `name:"org-limit" default:"${org_limit}" help:"The organization's REST limit a minute (Buildkite's default; kbgen doctor --buildkite reads yours): --api-budget over it is refused."`
+	UserLimit      int           `name:"user-limit" default:"${user_limit}" help:"Each user's REST limit a minute (Buildkite's default): --user-budget over it is refused."`
 	Vendors        string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 
 	BuildkiteFlags `embed:""`
 }
 
 func (c *ServeCmd) Run(g *Globals) error {
+	if err := serve.CheckBudget(c.APIBudget, c.UserBudget, c.OrgLimit, c.UserLimit); err != nil {
+		return err
+	}
 	serverToken := g.Getenv(contract.EnvServerToken)
 	endpoint, err := serve.ParseListen(c.Listen, serverToken)
 	if err != nil {
@@ -54,7 +60,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	svc, err := serve.New(serve.Config{
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
-		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace),
+		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace), Heartbeat: c.Heartbeat,
 		BootstrapQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
 	})
 	if err != nil {
@@ -80,7 +86,9 @@ runs over a JSON API, creates one build each, and watches all of them with one
 poller whose requests do not grow with the number in flight, within
 --api-budget requests a minute (never a 429). Buildkite webhooks
 (POST /v1/buildkite/webhook) make detection immediate. Killed and restarted,
-it finds its builds by meta-data and resumes them. See docs/backend.md.
+it finds its builds by meta-data and resumes them. A second service of the
+same --name on the pipeline is reported (health 503, a WARNING line). See
+docs/backend.md; deploying it beside Kernelbot: docs/serve-deployment.md.
 
 Environment:
   BUILDKITE_API_TOKEN       the Buildkite token (or --token-file); never leaves the service
@@ -89,7 +97,7 @@ Environment:
   BUILDKITE_WEBHOOK_TOKEN   webhook token (X-Buildkite-Token)
 
 API: POST /v1/runs, GET /v1/runs/ID, GET /v1/runs/ID/events, DELETE /v1/runs/ID,
-GET /v1/queues, GET /v1/queues/QUEUE, GET /.
+GET /v1/queues, GET /v1/queues/QUEUE, GET / (health; kbgen health URL asks it).
 
 Example:
   export BUILDKITE_API_TOKEN=… BUILDKITE_ORG=gpu-mode BUILDKITE_PIPELINE=kernelbot KBGEN_SERVER_TOKEN=…

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,5 +150,67 @@ func TestServeTCP(t *testing.T) {
 	good := runKbgen(t, map[string]string{"KBGEN_SERVER_TOKEN": "right-token"}, serveJob(t), "submit", "--server", p.url, "--queue", "h100", "-f", "-", "-q")
 	if good.code != 0 || !strings.Contains(good.stdout, `"success":true`) {
 		t.Fatalf("submit --server: exit %d, stdout %q, stderr %s", good.code, good.stdout, good.stderr)
+	}
+}
+
+// TestServeRefusesAtOnce: what kbgen serve cannot honour is exit 2 before
+// it asks Buildkite anything: a budget over Buildkite's limit (issue 27:
+// --api-budget 500 was accepted), a heartbeat a proxy would cut, a port in
+// use (issue 27: reported only after the startup scan).
+func TestServeRefusesAtOnce(t *testing.T) {
+	fake := fakebuildkite.New(nil)
+	defer fake.Close()
+	env := map[string]string{"BUILDKITE_API_TOKEN": fake.Token, "BUILDKITE_ORG": fake.Org, "BUILDKITE_PIPELINE": fake.Pipeline,
+		"BUILDKITE_API_URL": fake.URL(), "KBGEN_SERVER_TOKEN": "tok"}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a budget over the organization's limit", []string{"--api-budget", "500"}, "--api-budget 500 is outside 1..200"},
+		{"a budget over a user's limit", []string{"--user-budget", "80"}, "--user-budget 80 is outside 1..50"},
+		{"a heartbeat a proxy would cut", []string{"--heartbeat", "45s"}, "heartbeat 45s is outside"},
+		{"a port in use", []string{"--listen", taken.Addr().String()}, "address already in use"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"serve", "--listen", "127.0.0.1:0"}, tc.args...)
+			res := runKbgen(t, env, "", args...)
+			if res.code != 2 || !strings.Contains(res.stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %s; want exit 2 saying %q", res.code, res.stderr, tc.want)
+			}
+		})
+	}
+	if n := fake.CountRequests("GET", "/builds"); n != 0 {
+		t.Errorf("%d build list requests from services that should not have started", n)
+	}
+}
+
+// TestHealthProbe: kbgen health is the probe of the serve image (no curl
+// in it): exit 0 and the health JSON from a running service, 4 from none,
+// 2 for a URL it cannot use.
+func TestHealthProbe(t *testing.T) {
+	fake := fakebuildkite.New(nil)
+	defer fake.Close()
+	p := startServe(t, kbgenbin.Path(t), fake, map[string]string{"KBGEN_SERVER_TOKEN": "tok"}, "--listen", "127.0.0.1:0")
+	ok := runKbgen(t, map[string]string{}, "", "health", p.url)
+	if ok.code != 0 || !strings.Contains(ok.stdout, `"ok":true`) {
+		t.Fatalf("health of a running service: exit %d, stdout %q, stderr %s", ok.code, ok.stdout, ok.stderr)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + taken.Addr().String()
+	taken.Close()
+	if res := runKbgen(t, map[string]string{}, "", "health", "--timeout", "2s", closed); res.code != 4 || !strings.Contains(res.stderr, "kbgen serve: GET /") {
+		t.Fatalf("health of nothing: exit %d, stderr %s", res.code, res.stderr)
+	}
+	if res := runKbgen(t, map[string]string{}, "", "health", "ftp://x"); res.code != 2 {
+		t.Fatalf("health of ftp://x: exit %d, stderr %s", res.code, res.stderr)
 	}
 }
