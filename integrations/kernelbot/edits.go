@@ -71,6 +71,19 @@ func edits(gpus []BuildkiteGPU) []edit {
 				add(`__all__ = [Launcher, RunnerQueueStatus, BuildkiteLauncher, GitHubLauncher, ModalLauncher]`),
 			)},
 		}},
+		{path: "src/kernelbot/env.py", hunks: []hunk{
+			{oldStart: 35, lines: join(
+				ctx(`env.GITHUB_REPO = os.getenv("GITHUB_REPO")`, `env.GITHUB_WORKFLOW_BRANCH = os.getenv("GITHUB_WORKFLOW_BRANCH", get_github_branch_name())`, `env.PROBLEMS_REPO = os.getenv("PROBLEMS_REPO")`),
+				add(
+					``,
+					`# kbgen serve: vendor-donated GPUs through Buildkite (the *_BK GPUs); unset, they are off.`,
+					`env.KBGEN_SERVER = os.getenv("KBGEN_SERVER")  # http://127.0.0.1:8077, https://…, unix:/path`,
+					`env.KBGEN_SERVER_TOKEN = os.getenv("KBGEN_SERVER_TOKEN")`,
+					`env.KBGEN_QUEUE_TIMEOUT = os.getenv("KBGEN_QUEUE_TIMEOUT")  # seconds a run may wait for an agent`,
+				),
+				ctx(``, `# Directory that will be used for local problem development.`, `env.PROBLEM_DEV_DIR = os.getenv("PROBLEM_DEV_DIR", "examples")`),
+			)},
+		}},
 		{path: "src/kernelbot/main.py", hunks: []hunk{
 			{oldStart: 17, lines: join(
 				ctx(`from libkernelbot import consts`, `from libkernelbot.backend import KernelBackend`, `from libkernelbot.background_submission_manager import BackgroundSubmissionManager`),
@@ -81,11 +94,27 @@ func edits(gpus []BuildkiteGPU) []edit {
 			{oldStart: 30, lines: join(
 				ctx(`    backend.register_launcher(`, `        GitHubLauncher(env.GITHUB_REPO, env.GITHUB_TOKEN, env.GITHUB_WORKFLOW_BRANCH)`, `    )`),
 				add(
-					`    if os.environ.get("KBGEN_SERVER"):`,
-					`        # kbgen serve beside the backend: vendor-donated GPUs through Buildkite.`,
-					`        backend.register_launcher(BuildkiteLauncher())`,
+					`    # Vendor-donated GPUs through kbgen serve. Always registered: without KBGEN_SERVER a`,
+					`    # submission to a Buildkite GPU fails saying so.`,
+					`    backend.register_launcher(`,
+					`        BuildkiteLauncher(`,
+					`            url=env.KBGEN_SERVER,`,
+					`            token=env.KBGEN_SERVER_TOKEN,`,
+					`            queue_timeout=env.KBGEN_QUEUE_TIMEOUT,`,
+					`        )`,
+					`    )`,
 				),
 				ctx(`    return backend`, ``, ``),
+			)},
+		}},
+		{path: "src/libkernelbot/report.py", hunks: []hunk{
+			{oldStart: 362, lines: join(
+				ctx(`                )`, ``, `                if prof_run.profile.download_url is not None:`),
+				add(`                    on_buildkite = "buildkite.com/" in prof_run.profile.download_url`),
+				ctx(`                    report.add_link(`, `                        f"{prof_run.profile.profiler} profiling output",`),
+				del(`                        "Download from GitHub",`),
+				add(`                        "Open the build on Buildkite" if on_buildkite else "Download from GitHub",`),
+				ctx(`                        prof_run.profile.download_url,`, `                    )`, ``),
 			)},
 		}},
 	}

@@ -105,7 +105,7 @@ func lastLine(s string) string {
 // pytest-asyncio, mocks: Kernelbot's CI once merged) against the stand-in
 // types.
 func TestKernelbotStyleTests(t *testing.T) {
-	py := python(t, "pytest", "pytest_asyncio")
+	py := python(t, "pytest", "pytest_asyncio", "aiohttp")
 	root := standinTree(t)
 	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_buildkite.py")
 	cmd.Dir = root
@@ -123,7 +123,7 @@ func TestKernelbotStyleTests(t *testing.T) {
 // TestPythonLauncher runs test_launcher.py: the patch's BuildkiteLauncher
 // against a real kbgen serve and the Buildkite stand-in.
 func TestPythonLauncher(t *testing.T) {
-	py := python(t)
+	py := python(t, "aiohttp")
 	root := standinTree(t)
 	bin := kbgenbin.Path(t)
 	fake := fakebuildkite.New(nil)
