@@ -163,3 +163,33 @@ func SMLines(gpus []BuildkiteGPU) []string {
 	}
 	return lines
 }
+
+// DocsFile is the page whose table lists the BuildkiteGPU members, relative
+// to this package; DocsTable writes the table between its markers.
+const DocsFile = "../../docs/backend.md"
+
+const (
+	tableStart = "<!-- BuildkiteGPU table: go generate ./integrations/kernelbot writes it -->"
+	tableEnd   = "<!-- end of the BuildkiteGPU table -->"
+)
+
+// DocsTable is page with the table of gpus (name, queue, GPU_TO_SM)
+// between its markers, or an error when the page has no markers.
+func DocsTable(page string, gpus []BuildkiteGPU) (string, error) {
+	before, rest, ok := strings.Cut(page, tableStart)
+	_, after, ok2 := strings.Cut(rest, tableEnd)
+	if !ok || !ok2 {
+		return "", fmt.Errorf("%s has no %q ... %q markers", DocsFile, tableStart, tableEnd)
+	}
+	var b strings.Builder
+	b.WriteString(tableStart + "\n\n| Kernelbot GPU | kbgen queue | `GPU_TO_SM` |\n| --- | --- | --- |\n")
+	for _, g := range gpus {
+		arch := "None"
+		if g.Arch != "" {
+			arch = fmt.Sprintf("%q", g.Arch)
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` |\n", g.Name, g.Queue, arch)
+	}
+	b.WriteString("\n" + tableEnd)
+	return before + b.String() + after, nil
+}

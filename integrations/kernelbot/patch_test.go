@@ -32,6 +32,31 @@ func TestPatchIsFresh(t *testing.T) {
 	}
 }
 
+// TestDocsListEveryGPU fails when docs/backend.md's table of Buildkite
+// GPUs is not the enum the patch adds (go generate rewrites it).
+func TestDocsListEveryGPU(t *testing.T) {
+	t.Parallel()
+	reg, err := registry.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := GPUs(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(DocsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := DocsTable(string(page), gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(page) != want {
+		t.Fatalf("%s's table of Buildkite GPUs is stale: run `go generate ./integrations/kernelbot`", DocsFile)
+	}
+}
+
 func TestGPUs(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

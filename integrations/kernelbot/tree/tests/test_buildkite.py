@@ -381,7 +381,8 @@ async def test_serve_down():
 async def test_reconnects_are_not_an_outage():
     # Every stream breaks after one event and 0.3 s, longer than the outage tolerance all
     # together: each reconnect answers, so the run never counts as unreachable.
-    streams = [[CREATED, 0.3], [RUNNING, 0.3], [HEARTBEAT, 0.3], [line({"event": "job", "state": "passed"}), 0.3], [DONE]]
+    passed = line({"event": "job", "state": "passed"})
+    streams = [[CREATED, 0.3], [RUNNING, 0.3], [HEARTBEAT, 0.3], [passed, 0.3], [DONE]]
     async with FakeServe(streams=streams) as serve:
         result = await launcher_for(serve, outage_tolerance=0.25).run_submission(CONFIG, H100, None)
     assert result.success
