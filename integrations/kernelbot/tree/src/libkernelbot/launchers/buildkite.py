@@ -259,9 +259,11 @@ class BuildkiteLauncher(Launcher):
     async def _follow(self, api: "_Api", request: dict, progress: "_Progress") -> dict:
         """Stream the run's events until it is done, riding out restarts of the service and
         silent streams; return its final status (GET /v1/runs/{id})."""
-        seen = 0
+        seen, quiet = 0, 0
         while True:
             ended = await api.stream(seen, progress)
+            # Back off while streams end without news (a service that keeps closing them).
+            quiet = 0 if ended.seen > seen else quiet + 1
             seen = ended.seen
             if ended.connected:
                 state = await api.status_if_reachable()
@@ -272,7 +274,7 @@ class BuildkiteLauncher(Launcher):
                     # (the run id makes that safe).
                     logger.info("Buildkite run %s: unknown to kbgen serve; submitting again", api.run_id)
                     await api.create(request)
-            await api.pause()
+            await api.pause(quiet)
 
 
 class _Ended:
@@ -309,8 +311,10 @@ class _Api:
                 "client re-attaches"
             )
 
-    async def pause(self) -> None:
-        await asyncio.sleep(RECONNECT_DELAYS[min(self.attempt, len(RECONNECT_DELAYS) - 1)])
+    async def pause(self, quiet: int = 0) -> None:
+        """Wait before the next try: longer the more tries failed or brought nothing new."""
+        step = max(self.attempt, quiet)
+        await asyncio.sleep(RECONNECT_DELAYS[min(step, len(RECONNECT_DELAYS) - 1)])
         self.attempt += 1
 
     async def call(self, method: str, path: str, body: dict | None = None) -> dict:
