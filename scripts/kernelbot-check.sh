@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# kernelbot-check.sh KERNELBOT_DIR: proves kernelbot.patch against a real
-# Kernelbot checkout (gpu-mode/kernelbot). On a scratch copy of the checkout
-# it
+# kernelbot-check.sh [--no-e2e] KERNELBOT_DIR: proves kernelbot.patch against a
+# real Kernelbot checkout (gpu-mode/kernelbot). On a scratch copy of the
+# checkout it
 #   1. applies integrations/kernelbot/kernelbot.patch with git apply;
 #   2. runs Kernelbot's own tests that need no database (test_backend,
 #      test_modal, test_github, test_report, test_task, test_utils,
 #      test_kernelguard, and the patch's test_buildkite; the tests that need
 #      Kernelbot's PostgreSQL are skipped, saying so);
-#   3. runs a submission through Kernelbot's KernelBackend.handle_submission
+#   3. checks the result contract: every FullResult kbgen keeps as a golden
+#      file goes through Kernelbot's own dataclasses with no field they lack
+#      (scripts/kernelbot-check/contract.py);
+#   4. unless --no-e2e (then it says that this part did not run), runs a
+#      submission through Kernelbot's KernelBackend.handle_submission
 #      against a real `kbgen serve` whose builds run the real `kbgen run` on
 #      real buildkite-agents and the local Buildkite (internal/e2e's
 #      TestKernelbotBackend: leaderboard mode scored by compute_score, a
@@ -19,15 +23,20 @@
 #                         (default python3)
 #   KERNELBOT_PYTHONPATH  prepended to PYTHONPATH after the checkout's src/
 #                         (stand-ins for packages your index lacks)
-# Needs docker, git, go and buildkite-agent, as scripts/e2e.sh does.
+# Needs git; step 4 also docker, go and buildkite-agent, as scripts/e2e.sh does.
 #
 # Example:
 #   git clone https://github.com/gpu-mode/kernelbot ~/kernelbot
 #   KERNELBOT_PYTHON=~/kernelbot/.venv/bin/python bash scripts/kernelbot-check.sh ~/kernelbot
 set -euo pipefail
 
+e2e=1
+if [ "${1:-}" = "--no-e2e" ]; then
+  e2e=0
+  shift
+fi
 if [ $# -ne 1 ] || [ ! -d "$1/src/libkernelbot" ]; then
-  echo "usage: scripts/kernelbot-check.sh KERNELBOT_DIR (a gpu-mode/kernelbot checkout)" >&2
+  echo "usage: scripts/kernelbot-check.sh [--no-e2e] KERNELBOT_DIR (a gpu-mode/kernelbot checkout)" >&2
   exit 2
 fi
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -56,6 +65,13 @@ echo "--- Kernelbot's tests (no database)"
   tests/test_backend.py tests/test_modal.py tests/test_github.py tests/test_report.py tests/test_task.py \
   tests/test_utils.py tests/test_kernelguard.py tests/test_buildkite.py)
 
+echo "--- the result contract: kbgen's golden results through Kernelbot's dataclasses"
+"$py" "$here/scripts/kernelbot-check/contract.py" "$here"
+
+if [ "$e2e" -eq 0 ]; then
+  echo "kernelbot-check: --no-e2e: no submission went through kbgen serve and real builds" >&2
+  exit 0
+fi
 echo "--- a submission through KernelBackend.handle_submission, kbgen serve and real builds"
 cd "$here"
 rc=0

@@ -105,7 +105,7 @@ func lastLine(s string) string {
 // pytest-asyncio, mocks: Kernelbot's CI once merged) against the stand-in
 // types.
 func TestKernelbotStyleTests(t *testing.T) {
-	py := python(t, "pytest", "pytest_asyncio")
+	py := python(t, "pytest", "pytest_asyncio", "aiohttp")
 	root := standinTree(t)
 	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_buildkite.py")
 	cmd.Dir = root
@@ -123,7 +123,7 @@ func TestKernelbotStyleTests(t *testing.T) {
 // TestPythonLauncher runs test_launcher.py: the patch's BuildkiteLauncher
 // against a real kbgen serve and the Buildkite stand-in.
 func TestPythonLauncher(t *testing.T) {
-	py := python(t)
+	py := python(t, "aiohttp")
 	root := standinTree(t)
 	bin := kbgenbin.Path(t)
 	fake := fakebuildkite.New(nil)
@@ -178,5 +178,43 @@ func TestPythonLauncher(t *testing.T) {
 	}
 	if n := fake.CountRequests("GET", "/agents"); n != 1 {
 		t.Errorf("%d agent list requests for the queue status calls; want 1 (serve's cached view)", n)
+	}
+}
+
+// TestResultContract runs scripts/kernelbot-check/contract.py against the
+// stand-in types: every FullResult kbgen keeps as a golden file converts
+// strictly into Kernelbot's dataclasses, and a result with a field they
+// lack fails the check (the launcher itself only drops such a field).
+func TestResultContract(t *testing.T) {
+	py := python(t, "aiohttp")
+	root := standinTree(t)
+	here, _ := os.Getwd()
+	kbgen := filepath.Join(here, "..", "..")
+	bad := t.TempDir()
+	result := `{"success": true, "error": "", "system": {"gpu": "H100", "numa": [0]}, "runs": {}}`
+	if err := os.WriteFile(filepath.Join(bad, "result.json"), []byte(result), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "result.json"}} {
+		if out, err := exec.Command("git", append([]string{"-C", bad}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	tests := []struct {
+		name, dir, want string
+		fails           bool
+	}{
+		{name: "kbgen's golden results", dir: kbgen, want: "kbgen results are Kernelbot's FullResult"},
+		{name: "a field Kernelbot lacks", dir: bad, want: "system has fields SystemInfo lacks: numa", fails: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(py, filepath.Join(kbgen, "scripts", "kernelbot-check", "contract.py"), tc.dir)
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(root, "src"), "PYTHONDONTWRITEBYTECODE=1")
+			out, err := cmd.CombinedOutput()
+			if (err != nil) != tc.fails || !strings.Contains(string(out), tc.want) {
+				t.Fatalf("contract.py %s: err %v; want failure %v and %q in:\n%s", tc.dir, err, tc.fails, tc.want, out)
+			}
+		})
 	}
 }

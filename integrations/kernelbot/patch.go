@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/registry"
 )
 
@@ -44,31 +45,27 @@ type BuildkiteGPU struct {
 // Kernelbot's GPU lookup refuses a name two runners share.
 const nameSuffix = "_BK"
 
+// makerPrefix is the queue prefix that names the GPU's maker: a queue with
+// it is named without a donor; any other prefix is a donor's, kept in the
+// name as Kernelbot spells its B200_Nebius.
+var makerPrefix = map[contract.Runtime]string{contract.RuntimeNVIDIA: "nvidia", contract.RuntimeROCm: "amd"}
+
 var (
 	multiGPU   = regexp.MustCompile(`x([0-9]+)$`)
 	notIdentCh = regexp.MustCompile(`[^A-Za-z0-9_]`)
 )
 
-// GPUs lists one BuildkiteGPU per GPU model and count of the registry, in
-// registry order; the first queue of each wins (nvidia-h100 over
-// nebius-h100). The name is the first queue's without its donor prefix,
-// upper-cased, with a multi-GPU "xN" kept lower-case as Kernelbot spells
-// it (amd-mi300 → MI300_BK, nvidia-l4x4 → L4x4_BK).
+// GPUs lists one BuildkiteGPU per queue of the registry, in registry
+// order, so every queue is reachable from Kernelbot. The name is the
+// queue's without its maker prefix, upper-cased, with a multi-GPU "xN"
+// kept lower-case as Kernelbot spells it (amd-mi300 → MI300_BK,
+// nvidia-l4x4 → L4x4_BK, nvidia-h100-mig → H100_MIG_BK); a donor's prefix
+// stays as a title-cased tag (nebius-h100 → H100_Nebius_BK).
 func GPUs(reg *registry.Registry) ([]BuildkiteGPU, error) {
-	type model struct {
-		gpu  string
-		gpus int
-	}
-	seen := map[model]bool{}
 	names := map[string]string{}
 	var out []BuildkiteGPU
 	for _, v := range reg.Vendors {
-		m := model{v.GPU, v.Resources.GPUs}
-		if seen[m] {
-			continue
-		}
-		seen[m] = true
-		name := enumName(v.Queue)
+		name := enumName(v.Queue, makerPrefix[v.Runtime])
 		if other, dup := names[name]; dup {
 			return nil, fmt.Errorf("queues %s and %s would both be Kernelbot GPU %s", other, v.Queue, name)
 		}
@@ -78,16 +75,19 @@ func GPUs(reg *registry.Registry) ([]BuildkiteGPU, error) {
 	return out, nil
 }
 
-func enumName(queue string) string {
-	base := queue
-	if _, rest, ok := strings.Cut(queue, "-"); ok {
+func enumName(queue, maker string) string {
+	base, tag := queue, ""
+	if prefix, rest, ok := strings.Cut(queue, "-"); ok {
 		base = rest
+		if prefix != maker {
+			tag = "_" + strings.ToUpper(prefix[:1]) + strings.ToLower(prefix[1:])
+		}
 	}
 	count := ""
 	if m := multiGPU.FindStringSubmatchIndex(base); m != nil {
 		count, base = base[m[0]:], base[:m[0]]
 	}
-	name := notIdentCh.ReplaceAllString(strings.ToUpper(base), "_") + count + nameSuffix
+	name := notIdentCh.ReplaceAllString(strings.ToUpper(base)+count+tag, "_") + nameSuffix
 	if name[0] >= '0' && name[0] <= '9' {
 		name = "GPU_" + name
 	}
@@ -162,4 +162,34 @@ func SMLines(gpus []BuildkiteGPU) []string {
 		lines = append(lines, fmt.Sprintf("    %q: %s,", g.Name, arch))
 	}
 	return lines
+}
+
+// DocsFile is the page whose table lists the BuildkiteGPU members, relative
+// to this package; DocsTable writes the table between its markers.
+const DocsFile = "../../docs/backend.md"
+
+const (
+	tableStart = "<!-- BuildkiteGPU table: go generate ./integrations/kernelbot writes it -->"
+	tableEnd   = "<!-- end of the BuildkiteGPU table -->"
+)
+
+// DocsTable is page with the table of gpus (name, queue, GPU_TO_SM)
+// between its markers, or an error when the page has no markers.
+func DocsTable(page string, gpus []BuildkiteGPU) (string, error) {
+	before, rest, ok := strings.Cut(page, tableStart)
+	_, after, ok2 := strings.Cut(rest, tableEnd)
+	if !ok || !ok2 {
+		return "", fmt.Errorf("%s has no %q ... %q markers", DocsFile, tableStart, tableEnd)
+	}
+	var b strings.Builder
+	b.WriteString(tableStart + "\n\n| Kernelbot GPU | kbgen queue | `GPU_TO_SM` |\n| --- | --- | --- |\n")
+	for _, g := range gpus {
+		arch := "None"
+		if g.Arch != "" {
+			arch = fmt.Sprintf("%q", g.Arch)
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` |\n", g.Name, g.Queue, arch)
+	}
+	b.WriteString("\n" + tableEnd)
+	return before + b.String() + after, nil
 }

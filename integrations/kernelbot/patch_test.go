@@ -32,6 +32,31 @@ func TestPatchIsFresh(t *testing.T) {
 	}
 }
 
+// TestDocsListEveryGPU fails when docs/backend.md's table of Buildkite
+// GPUs is not the enum the patch adds (go generate rewrites it).
+func TestDocsListEveryGPU(t *testing.T) {
+	t.Parallel()
+	reg, err := registry.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := GPUs(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(DocsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := DocsTable(string(page), gpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(page) != want {
+		t.Fatalf("%s's table of Buildkite GPUs is stale: run `go generate ./integrations/kernelbot`", DocsFile)
+	}
+}
+
 func TestGPUs(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -41,9 +66,9 @@ func TestGPUs(t *testing.T) {
 		wantErr string
 	}{
 		{
-			name: "one per GPU model, the first queue wins",
+			name: "one per queue, a donor's prefix kept as Kernelbot's B200_Nebius",
 			yaml: vendor("nvidia-h100", "H100", 1, `"90a"`) + vendor("nebius-h100", "H100", 1, `"90a"`) + vendor("amd-mi300", "MI300X", 1, "null"),
-			want: []BuildkiteGPU{{"H100_BK", "nvidia-h100", "90a"}, {"MI300_BK", "amd-mi300", ""}},
+			want: []BuildkiteGPU{{"H100_BK", "nvidia-h100", "90a"}, {"H100_Nebius_BK", "nebius-h100", "90a"}, {"MI300_BK", "amd-mi300", ""}},
 		},
 		{
 			name: "multi-GPU queues keep Kernelbot's lower-case xN",
@@ -52,13 +77,13 @@ func TestGPUs(t *testing.T) {
 		},
 		{
 			name: "a queue name that is no Python identifier",
-			yaml: vendor("acme-h100.k8s", "H100", 1, `"90a"`),
-			want: []BuildkiteGPU{{"H100_K8S_BK", "acme-h100.k8s", "90a"}},
+			yaml: vendor("acme-h100.k8s", "H100", 1, `"90a"`) + vendor("nvidia-h100-mig", "H100", 1, `"90a"`),
+			want: []BuildkiteGPU{{"H100_K8S_Acme_BK", "acme-h100.k8s", "90a"}, {"H100_MIG_BK", "nvidia-h100-mig", "90a"}},
 		},
 		{
-			name:    "two models, one name",
-			yaml:    vendor("nvidia-h100", "H100", 1, `"90a"`) + vendor("acme-h100", "H100 NVL", 1, `"90a"`),
-			wantErr: "would both be Kernelbot GPU H100_BK",
+			name:    "two queues, one name",
+			yaml:    vendor("nvidia-h100-k8s", "H100", 1, `"90a"`) + vendor("nvidia-h100.k8s", "H100", 1, `"90a"`),
+			wantErr: "would both be Kernelbot GPU H100_K8S_BK",
 		},
 	}
 	for _, tc := range tests {
@@ -82,7 +107,8 @@ func TestGPUs(t *testing.T) {
 	}
 }
 
-// TestBuiltinRegistryNames: the names the issue asks for are there.
+// TestBuiltinRegistryNames: the names the issue asks for are there, and
+// every queue of the registry is some BuildkiteGPU's (Nebius's included).
 func TestBuiltinRegistryNames(t *testing.T) {
 	t.Parallel()
 	reg, err := registry.Load("")
@@ -97,9 +123,19 @@ func TestBuiltinRegistryNames(t *testing.T) {
 	for _, g := range gpus {
 		have[g.Name] = g.Queue
 	}
-	for name, queue := range map[string]string{"H100_BK": "nvidia-h100", "B200_BK": "nvidia-b200", "MI300_BK": "amd-mi300", "L40S_BK": "nvidia-l40s"} {
+	for name, queue := range map[string]string{"H100_BK": "nvidia-h100", "B200_BK": "nvidia-b200", "MI300_BK": "amd-mi300", "L40S_BK": "nvidia-l40s",
+		"H100_Nebius_BK": "nebius-h100", "H100_K8S_Nebius_BK": "nebius-h100-k8s", "H100_MIG_BK": "nvidia-h100-mig", "MI300x8_BK": "amd-mi300x8"} {
 		if have[name] != queue {
 			t.Errorf("%s runs on %q; want %q", name, have[name], queue)
+		}
+	}
+	reached := map[string]bool{}
+	for _, g := range gpus {
+		reached[g.Queue] = true
+	}
+	for _, v := range reg.Vendors {
+		if !reached[v.Queue] {
+			t.Errorf("queue %s is no BuildkiteGPU's: Kernelbot cannot reach it", v.Queue)
 		}
 	}
 }

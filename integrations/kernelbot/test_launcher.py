@@ -9,8 +9,11 @@ import json
 import os
 import unittest
 
+import aiohttp
+
 from libkernelbot.consts import get_gpu_by_name
 from libkernelbot.launchers import BuildkiteLauncher
+from libkernelbot.launchers.buildkite import KbgenError
 from libkernelbot.report import RunProgressReporter
 from libkernelbot.run_eval import EvalResult, FullResult
 
@@ -36,11 +39,24 @@ class Reporter(RunProgressReporter):
 H100 = get_gpu_by_name("H100_BK")
 
 
+def launcher(**kwargs) -> BuildkiteLauncher:
+    settings = {"url": os.environ.get("KBGEN_SERVER"), "token": os.environ.get("KBGEN_SERVER_TOKEN")}
+    return BuildkiteLauncher(**{**settings, **kwargs})
+
+
+async def run_status(run_id: str) -> dict:
+    """GET /v1/runs/{id} from the test's kbgen serve, beside the launcher."""
+    headers = {"Authorization": f"Bearer {os.environ['KBGEN_SERVER_TOKEN']}"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        async with session.get(f"{os.environ['KBGEN_SERVER']}/v1/runs/{run_id}") as resp:
+            return await resp.json()
+
+
 @unittest.skipUnless(os.environ.get("KBGEN_SERVER"), "run through go test ./integrations/kernelbot")
 class LauncherTest(unittest.IsolatedAsyncioTestCase):
     async def test_result(self):
         status = Reporter()
-        result = await BuildkiteLauncher().run_submission(job(), H100, status)
+        result = await launcher().run_submission(job(), H100, status)
         self.assertIsInstance(result, FullResult)
         self.assertTrue(result.success, result)
         self.assertEqual(result.error, "")
@@ -52,35 +68,33 @@ class LauncherTest(unittest.IsolatedAsyncioTestCase):
         self.assertTrue(status.lines[0].startswith("> ✅"), status.lines)
 
     async def test_same_run_id_attaches(self):
-        launcher = BuildkiteLauncher()
+        one = launcher()
         a, b = await asyncio.gather(
-            launcher.run_submission(job(), H100, None, run_id="py-same"),
-            launcher.run_submission(job(), H100, None, run_id="py-same"),
+            one.run_submission(job(), H100, None, run_id="py-same"),
+            one.run_submission(job(), H100, None, run_id="py-same"),
         )
         self.assertEqual(a, b)
-        code, st = await asyncio.to_thread(launcher._call, "GET", "/v1/runs/py-same")
-        self.assertEqual((code, st["status"], st["build"]), (200, "obtained", st["build"]))
+        st = await run_status("py-same")
+        self.assertEqual((st["status"], st["state"]), ("obtained", "done"))
+        self.assertGreater(st["build"], 0)
 
     async def test_bad_token(self):
-        result = await BuildkiteLauncher(token="wrong").run_submission(job(), H100, Reporter())
-        self.assertFalse(result.success)
-        self.assertIn("(401)", result.error)
+        with self.assertRaisesRegex(KbgenError, r"refused the run \(401\)"):
+            await launcher(token="wrong").run_submission(job(), H100, Reporter())
 
     async def test_unknown_gpu(self):
-        result = await BuildkiteLauncher().run_submission(job(), get_gpu_by_name("H100"), None)
-        self.assertFalse(result.success)
-        self.assertIn("not a Buildkite GPU", result.error)
+        with self.assertRaisesRegex(KbgenError, "H100 is not a Buildkite GPU"):
+            await launcher().run_submission(job(), get_gpu_by_name("H100"), None)
 
     async def test_cancel_cancels_the_build(self):
-        launcher = BuildkiteLauncher()
         status = Reporter()
-        task = asyncio.create_task(launcher.run_submission(job(), H100, status, run_id="py-cancel"))
+        task = asyncio.create_task(launcher().run_submission(job(), H100, status, run_id="py-cancel"))
         await asyncio.wait_for(status.created.wait(), 20)
         task.cancel()
         with self.assertRaises(asyncio.CancelledError):
             await task
         for _ in range(100):
-            code, st = await asyncio.to_thread(launcher._call, "GET", "/v1/runs/py-cancel")
+            st = await run_status("py-cancel")
             if st.get("state") == "done":
                 break
             await asyncio.sleep(0.1)
@@ -88,17 +102,17 @@ class LauncherTest(unittest.IsolatedAsyncioTestCase):
         self.assertIn("canceled", st["result"]["error"])
 
     async def test_queue_status(self):
-        launcher = BuildkiteLauncher()
-        statuses = await asyncio.gather(*[launcher.get_queue_status(H100, {"lang": "py"}) for _ in range(20)])
+        one = launcher()
+        statuses = await asyncio.gather(*[one.get_queue_status(H100, {"lang": "py"}) for _ in range(20)])
         for s in statuses:
             self.assertEqual((s.runner, s.gpu, s.status), ("Buildkite", "H100_BK", "available"), s)
             self.assertEqual((s.running_jobs, s.available_runners), (1, 1), s)
             self.assertIsInstance(s.queued_jobs, int)
 
     async def test_queue_status_unreachable(self):
-        s = await BuildkiteLauncher(url="http://127.0.0.1:9").get_queue_status(H100)
+        s = await launcher(url="http://127.0.0.1:9").get_queue_status(H100)
         self.assertEqual((s.status, s.queued_jobs), ("unavailable", None))
-        self.assertIn("unreachable", s.error)
+        self.assertIn("ClientConnectorError", s.error)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import aiohttp
+
 from libkernelbot import backend, consts, report
 from libkernelbot.launchers import BuildkiteLauncher
 from libkernelbot.submission import compute_score
@@ -45,8 +47,18 @@ def new_backend() -> backend.KernelBackend:
     bot.launcher_map = {}
     bot.accepts_jobs = True
     bot.debug_mode = False
-    bot.register_launcher(BuildkiteLauncher())
+    bot.register_launcher(
+        BuildkiteLauncher(url=os.environ["KBGEN_SERVER"], token=os.environ.get("KBGEN_SERVER_TOKEN"))
+    )
     return bot
+
+
+async def serve_health() -> dict:
+    """kbgen serve's GET / over its unix socket (KBGEN_SERVER=unix:/path)."""
+    connector = aiohttp.UnixConnector(path=os.environ["KBGEN_SERVER"].removeprefix("unix:"))
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async with session.get("http://kbgen-serve/") as resp:
+            return await resp.json(content_type=None)
 
 
 def say(step, ok, detail):
@@ -106,14 +118,12 @@ async def cancelled(bot, task) -> bool:
         return say("cancelled task", False, "the task finished instead of being cancelled")
     except asyncio.CancelledError:
         pass
-    launcher = bot.launcher_map[GPU.value]
     build = line[line.index("[") + 1:line.index("]")] if "[" in line else ""
     # The launcher cancelled its run: wait for kbgen serve to report the build canceled.
     status = {}
     for _ in range(300):
-        code, runs = await asyncio.to_thread(launcher._call, "GET", "/")
-        code, status = 200, runs
-        if runs.get("open") == 0:
+        status = await serve_health()
+        if status.get("open") == 0:
             break
         await asyncio.sleep(0.2)
     return say(

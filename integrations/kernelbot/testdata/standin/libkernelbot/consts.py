@@ -1,6 +1,6 @@
 # Stand-in for Kernelbot's src/libkernelbot/consts.py at 4bdd839a: the GPU
-# dataclass, the runner enums and the lookup that refuses a GPU name two
-# runners share. kernelbot_test.go appends the patch's generated block
+# dataclass, the runner enums, the lookup that refuses a GPU name two
+# runners share, SubmissionMode and the GitHub launcher's default timeout. kernelbot_test.go appends the patch's generated block
 # (BuildkiteGPU, BUILDKITE_QUEUES) and GPU_TO_SM.
 import dataclasses
 from enum import Enum
@@ -36,3 +36,14 @@ def _make_gpu_lookup(runner_map):
 
 def get_gpu_by_name(name: str) -> GPU:
     return _GPU_LOOKUP.get(name.lower(), None)
+
+
+class SubmissionMode(Enum):
+    TEST = "test"
+    BENCHMARK = "benchmark"
+    PROFILE = "profile"
+    LEADERBOARD = "leaderboard"
+    PRIVATE = "private"
+
+
+DEFAULT_GITHUB_TIMEOUT_MINUTES = 10  # Default timeout for GitHub launcher in minutes

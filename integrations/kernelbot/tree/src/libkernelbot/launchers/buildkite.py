@@ -3,27 +3,35 @@
 kbgen (https://github.com/gpu-mode/kbgen) turns one submission into one Buildkite
 build on the GPU's queue and evaluates it with Kernelbot's own protocol; `kbgen serve`,
 run beside the backend, creates the builds, watches all of them with one poller within
-the organization's API budget, and survives restarts. This launcher is its client:
+the organization's API budget, and survives restarts. This launcher is its client, over
+aiohttp as the rest of Kernelbot:
 
     KBGEN_SERVER=http://127.0.0.1:8077 KBGEN_SERVER_TOKEN=... python src/kernelbot/main.py
 
-Standard library only (HTTP in worker threads), so it adds no dependency.
+A run that ran returns its FullResult; a run that could not run (kbgen serve or Buildkite
+unreachable, the build failed or was lost, the deadline passed) raises KbgenError naming
+the cause and the run id, as the GitHub launcher raises for its workflow.
 """
 
 import asyncio
 import base64
+import dataclasses
 import datetime
-import http.client
 import json
-import os
-import socket
-import threading
+import time
 import urllib.parse
 import uuid
 import zlib
-from typing import Any, Callable
 
-from libkernelbot.consts import BUILDKITE_QUEUES, GPU, BuildkiteGPU
+import aiohttp
+
+from libkernelbot.consts import (
+    BUILDKITE_QUEUES,
+    DEFAULT_GITHUB_TIMEOUT_MINUTES,
+    GPU,
+    BuildkiteGPU,
+    SubmissionMode,
+)
 from libkernelbot.report import RunProgressReporter
 from libkernelbot.run_eval import (
     CompileResult,
@@ -33,104 +41,178 @@ from libkernelbot.run_eval import (
     RunResult,
     SystemInfo,
 )
-from libkernelbot.utils import setup_logging
+from libkernelbot.utils import KernelBotError, setup_logging
 
 from .launcher import Launcher, RunnerQueueStatus
 
 logger = setup_logging(__name__)
 
-# The environment the launcher reads when no url/token is given.
-ENV_SERVER = "KBGEN_SERVER"
-ENV_SERVER_TOKEN = "KBGEN_SERVER_TOKEN"
+# A run's budget, in seconds: the mode's own timeout from the task (test_timeout,
+# benchmark_timeout, ranked_timeout, chosen as the GitHub launcher's get_timeout chooses
+# them, without its 10-minute floor; DEFAULT_MODE_TIMEOUT for a mode without one) plus
+# STARTUP_SLACK (build creation, the bootstrap, image start, compilation) plus the
+# launcher's queue_timeout (waiting for a free agent). kbgen serve cancels a build not done
+# by then, and the launcher enforces the same deadline itself.
+DEFAULT_MODE_TIMEOUT = DEFAULT_GITHUB_TIMEOUT_MINUTES * 60
+STARTUP_SLACK = 120
+DEFAULT_QUEUE_TIMEOUT = 600
+# The API path's hard timeout (background_submission_manager.HARD_TIMEOUT_SEC): every budget
+# stays HARD_TIMEOUT_MARGIN under it, so the launcher's own deadline fires first and cancels
+# the build instead of leaving it to run after Kernelbot gave up.
+API_HARD_TIMEOUT = 30 * 60
+HARD_TIMEOUT_MARGIN = 60
+MAX_BUDGET = API_HARD_TIMEOUT - HARD_TIMEOUT_MARGIN
 
-# Seconds one HTTP request to kbgen serve may take (the event stream has none).
-REQUEST_TIMEOUT = 30.0
+# Seconds one HTTP request to kbgen serve may take.
+REQUEST_TIMEOUT = 30
+# Seconds the event stream may stay silent: kbgen serve writes a heartbeat line at most every
+# 20 s, so a longer silence is a half-open connection; the launcher reconnects.
+STREAM_READ_TIMEOUT = 60
+# Seconds kbgen serve may stay unreachable (a restart) before a run gives up. Every
+# successful (re)connect ends an outage: only connections that fail count.
+OUTAGE_TOLERANCE = 120
+RECONNECT_DELAYS = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+SCHEMES = ("http://", "https://", "unix:")
 
 
-class KbgenServeError(Exception):
-    """kbgen serve could not be reached, or refused a request."""
+class KbgenError(KernelBotError):
+    """A Buildkite run that could not run, or kbgen serve that could not be used. The
+    message names the cause and the run id; it is safe to show (no token, no secret)."""
 
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, run_id: str | None = None):
+        super().__init__(message, code=503)
+        self.run_id = run_id
+
+
+class _RunFailed(Exception):
+    """Why a run could not run; run_submission shows it and raises KbgenError."""
+
+
+class _Refused(Exception):
+    """kbgen serve answered a request with an error that retrying cannot fix."""
+
+    def __init__(self, status: int, error: str):
+        super().__init__(f"({status}) {error}")
         self.status = status
 
 
 class BuildkiteLauncher(Launcher):
-    """A client of one `kbgen serve` (url http://127.0.0.1:PORT, https://..., or unix:/path)."""
+    """A client of one `kbgen serve`: url http://127.0.0.1:PORT, https://host, or unix:/path.
+    Without a url the launcher is registered but every Buildkite submission fails saying
+    that this instance has no kbgen serve (KBGEN_SERVER is unset)."""
 
     def __init__(
         self,
         url: str | None = None,
         token: str | None = None,
+        queue_timeout: float | str | None = None,
         *,
-        timeout_seconds: float = 3600.0,
-        outage_tolerance: float = 120.0,
+        outage_tolerance: float = OUTAGE_TOLERANCE,
+        stream_read_timeout: float = STREAM_READ_TIMEOUT,
     ):
         super().__init__(name="Buildkite", gpus=BuildkiteGPU)
-        self.url = url or os.environ.get(ENV_SERVER, "")
-        self.token = token if token is not None else os.environ.get(ENV_SERVER_TOKEN, "")
-        if not self.url:
-            raise ValueError(f"no kbgen serve URL: pass url or set {ENV_SERVER}")
-        # A run not done this long after its submission (queue wait included) is canceled by
-        # kbgen serve and comes back as a failure: a queue without agents never hangs a task.
-        self.timeout_seconds = timeout_seconds
-        # How long the service may be unreachable (its restart) before a run gives up.
+        self.url = (url or "").strip() or None
+        self.token = (token or "").strip()
+        self.queue_timeout = _seconds("KBGEN_QUEUE_TIMEOUT", queue_timeout, DEFAULT_QUEUE_TIMEOUT)
+        if self.queue_timeout + STARTUP_SLACK >= MAX_BUDGET:
+            raise ValueError(
+                f"KBGEN_QUEUE_TIMEOUT={self.queue_timeout:g}s leaves no time to run: a run's "
+                f"budget must stay under {MAX_BUDGET}s (Kernelbot's API gives up after "
+                f"{API_HARD_TIMEOUT}s)"
+            )
         self.outage_tolerance = outage_tolerance
+        self.stream_read_timeout = stream_read_timeout
+        if self.url is None:
+            return
+        if not self.url.startswith(SCHEMES):
+            raise ValueError(
+                f"KBGEN_SERVER={self.url!r} is not a kbgen serve URL: it must start with "
+                "http://, https:// or unix: (e.g. http://127.0.0.1:8077, unix:/run/kbgen/serve.sock)"
+            )
+        if self.url.startswith("unix:"):
+            if not self.url[len("unix:") :]:
+                raise ValueError("KBGEN_SERVER=unix: names no socket path")
+        elif not urllib.parse.urlsplit(self.url).hostname:
+            raise ValueError(f"KBGEN_SERVER={self.url!r} names no host")
+        elif not self.token:
+            # kbgen serve requires a token on TCP; a unix socket is guarded by its file mode.
+            raise ValueError(
+                "KBGEN_SERVER_TOKEN is not set: kbgen serve on TCP requires its bearer token"
+            )
 
     # --- the launcher ---------------------------------------------------------------
+
+    def budget(self, config: dict) -> float:
+        """Seconds a run of config may take from its submission, queue wait included."""
+        mode = config.get("mode")
+        per_mode = {
+            SubmissionMode.TEST.value: config.get("test_timeout"),
+            SubmissionMode.BENCHMARK.value: config.get("benchmark_timeout"),
+            SubmissionMode.LEADERBOARD.value: config.get("ranked_timeout"),
+        }
+        total = (per_mode.get(mode) or DEFAULT_MODE_TIMEOUT) + STARTUP_SLACK + self.queue_timeout
+        if total > MAX_BUDGET:
+            logger.warning(
+                "a %s run would need %.0fs; capped at %ds (Kernelbot's API timeout is %ds)",
+                mode, total, MAX_BUDGET, API_HARD_TIMEOUT,
+            )
+            total = MAX_BUDGET
+        return float(total)
 
     async def run_submission(
         self, config: dict, gpu_type: GPU, status: RunProgressReporter, *, run_id: str | None = None
     ) -> FullResult:
-        """Run one job on gpu_type's queue and return its FullResult; never raises for a failed
-        run. run_id names the run: the same id again attaches to the same build instead of
-        creating a second one (Kernelbot passes none today, so each call is a new run)."""
-        queue = BUILDKITE_QUEUES.get(gpu_type.value)
-        if queue is None:
-            return _failed(f"{gpu_type.name} is not a Buildkite GPU")
+        """Run one job on gpu_type's queue and return its FullResult, or raise KbgenError when
+        it could not run. run_id names the run: the same id again attaches to the same build
+        (Kernelbot passes none, so each call is a new run)."""
+        queue = self._queue(gpu_type)
         run_id = run_id or f"kb-{uuid.uuid4().hex[:16]}"
+        budget = self.budget(config)
         request = {
             "run_id": run_id,
             "queue": queue,
             "payload": encode_config(config),
-            "timeout_seconds": self.timeout_seconds,
+            "timeout_seconds": budget,
         }
-        progress = _Progress(status)
+        progress = _Progress(status, run_id)
+        logger.info(
+            "Buildkite run %s: %s %s on queue %s via kbgen serve %s, budget %.0fs",
+            run_id, config.get("mode"), gpu_type.name, queue, self.url, budget,
+        )
         await progress.start(queue)
-        try:
-            code, body = await asyncio.to_thread(self._call, "POST", "/v1/runs", request)
-        except OSError as e:
-            return await progress.failed(f"kbgen serve at {self.url} is unreachable: {e}")
-        if code >= 400:
-            return await progress.failed(
-                f"kbgen serve refused the run ({code}): {body.get('error', '')}"
-            )
-        try:
-            final = await self._follow(request, progress)
-        except asyncio.CancelledError:
-            # Kernelbot gave up on the submission: stop the build too, whatever happens next.
-            await asyncio.shield(asyncio.to_thread(self._cancel, run_id))
-            raise
+        async with self._session() as session:
+            api = _Api(self, session, run_id)
+            try:
+                async with asyncio.timeout(budget):
+                    final = await self._run(api, request, progress)
+            except _RunFailed as e:
+                raise await progress.fail(str(e)) from None
+            except TimeoutError:
+                # Inner requests handle their own timeouts: this is the run's deadline.
+                await asyncio.shield(api.cancel("deadline"))
+                raise await progress.fail(
+                    f"not done within its budget of {budget:.0f}s (queue wait included); "
+                    "the build was canceled"
+                ) from None
+            except asyncio.CancelledError:
+                # Kernelbot gave up on the submission (shutdown, its own timeout): stop the
+                # build too, even when the create is still in flight (the id is ours).
+                await asyncio.shield(api.cancel("the Kernelbot task was cancelled"))
+                raise
         return await progress.finished(final)
 
     async def get_queue_status(
         self, gpu_type: GPU, config: dict | None = None
     ) -> RunnerQueueStatus:
-        """The queue's backlog and agents from kbgen serve's cached view (no Buildkite request)."""
-        queue = BUILDKITE_QUEUES.get(gpu_type.value)
-        if queue is None:
-            return _unavailable(self.name, gpu_type, f"{gpu_type.name} is not a Buildkite GPU")
+        """The queue's backlog and agents from kbgen serve's cached view (no Buildkite
+        request). Never raises: whatever goes wrong is an "unavailable" status with why."""
         try:
-            code, body = await asyncio.to_thread(
-                self._call, "GET", f"/v1/queues/{urllib.parse.quote(queue)}"
-            )
-        except OSError as e:
-            return _unavailable(self.name, gpu_type, f"kbgen serve is unreachable: {e}")
-        if code != 200:
-            return _unavailable(
-                self.name, gpu_type, body.get("error") or f"kbgen serve answered {code}"
-            )
-        try:
+            queue = self._queue(gpu_type)
+            async with self._session() as session:
+                body = await _Api(self, session, "").call(
+                    "GET", f"/v1/queues/{urllib.parse.quote(queue)}"
+                )
             return RunnerQueueStatus(
                 runner=self.name,
                 gpu=gpu_type.name,
@@ -138,136 +220,263 @@ class BuildkiteLauncher(Launcher):
                 running_jobs=int(body["running"]),
                 available_runners=int(body["idle"]),
             )
-        except (KeyError, TypeError, ValueError) as e:
-            return _unavailable(
-                self.name, gpu_type, f"kbgen serve sent an unreadable queue status: {e!r}"
+        except Exception as e:  # noqa: BLE001 - a status page must not fail
+            logger.warning("Buildkite queue status of %s unavailable: %r", gpu_type.name, e)
+            return RunnerQueueStatus(
+                runner=self.name,
+                gpu=gpu_type.name,
+                queued_jobs=None,
+                status="unavailable",
+                error=_describe(e),
             )
 
-    # --- following a run ------------------------------------------------------------
+    # --- one run --------------------------------------------------------------------
 
-    async def _follow(self, request: dict, progress: "_Progress") -> dict:  # noqa: C901
-        """Stream the run's events until it is done, riding out a restart of the service;
-        return its final status (GET /v1/runs/{id})."""
-        run_id = request["run_id"]
-        seen = 0
-        loop = asyncio.get_running_loop()
-        down_since: float | None = None
-        while True:
-            lines: asyncio.Queue = asyncio.Queue()
-            stop = threading.Event()
-            thread = threading.Thread(
-                target=self._reader, args=(run_id, seen, lines, loop, stop), daemon=True
+    def _queue(self, gpu_type: GPU) -> str:
+        if self.url is None:
+            raise KbgenError(
+                f"{gpu_type.name} runs on Buildkite, which this Kernelbot instance does not "
+                "use (KBGEN_SERVER is not set)"
             )
-            thread.start()
-            done = False
-            try:
-                while (line := await lines.get()) is not None:
-                    seen += 1
-                    down_since = None
-                    event = json.loads(line)
-                    if event.get("event") == "done":
-                        done = True
-                        break
-                    await progress.event(event)
-            finally:
-                stop.set()
-            if done:
-                try:
-                    code, body = await asyncio.to_thread(self._call, "GET", f"/v1/runs/{run_id}")
-                except OSError as e:
-                    code, body = 0, {"error": str(e)}
-                if code == 200 and body.get("result") is not None:
-                    return body
-                # kbgen serve drops a result only past its budget, and says why.
-                why = (body.get("result_gone") if code == 200 else None) or code
-                return {"result": None, "error": f"run {run_id} ended without a result ({why})"}
-            # The stream broke (a service restart): resume where it stopped. A restarted
-            # service that never created the build gets the run again; the id makes it safe.
-            now = loop.time()
-            down_since = down_since or now
-            if now - down_since > self.outage_tolerance:
-                return {
-                    "result": None,
-                    "error": f"kbgen serve unreachable for {self.outage_tolerance:.0f}s; "
-                    f"run {run_id} may still be running",
-                }
-            await asyncio.sleep(0.5)
-            try:
-                code, _ = await asyncio.to_thread(self._call, "GET", f"/v1/runs/{run_id}")
-                if code == 404:
-                    await asyncio.to_thread(self._call, "POST", "/v1/runs", request)
-            except OSError:
-                pass
+        queue = BUILDKITE_QUEUES.get(gpu_type.value)
+        if queue is None:
+            raise KbgenError(f"{gpu_type.name} is not a Buildkite GPU")
+        return queue
 
-    def _reader(
-        self, run_id: str, start: int, lines: asyncio.Queue, loop, stop: threading.Event
-    ) -> None:
-        def put(item):
-            try:
-                loop.call_soon_threadsafe(lines.put_nowait, item)
-            except RuntimeError:  # the loop is closed: nobody waits for this run any more
-                pass
-
-        try:
-            self._stream(f"/v1/runs/{run_id}/events?from={start}", put, stop)
-        except Exception as e:  # the service went away: _follow reconnects
-            logger.info("kbgen serve event stream of %s broke: %s", run_id, e)
-        finally:
-            put(None)
-
-    def _cancel(self, run_id: str) -> None:
-        try:
-            self._call("DELETE", f"/v1/runs/{run_id}")
-        except OSError as e:
-            logger.warning("could not cancel run %s: %s", run_id, e)
-
-    # --- HTTP (blocking; called in worker threads) ------------------------------------
-
-    def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
+    def _session(self) -> "_BaseSession":
         if self.url.startswith("unix:"):
-            return _UnixHTTPConnection(self.url[len("unix:") :], timeout)
-        u = urllib.parse.urlsplit(self.url)
-        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        return cls(u.hostname, u.port, timeout=timeout)
+            connector = aiohttp.UnixConnector(path=self.url[len("unix:") :])
+            base = "http://kbgen-serve"
+        else:
+            connector, base = aiohttp.TCPConnector(), self.url.rstrip("/")
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return _BaseSession(base, connector, headers)
 
-    def _headers(self) -> dict:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+    async def _run(self, api: "_Api", request: dict, progress: "_Progress") -> dict:
+        await api.create(request)
+        return await self._follow(api, request, progress)
 
-    def _call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-        conn = self._connection(REQUEST_TIMEOUT)
-        try:
-            headers = self._headers()
-            data = None
-            if body is not None:
-                data = json.dumps(body).encode()
-                headers["Content-Type"] = "application/json"
-            conn.request(method, path, body=data, headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
+    async def _follow(self, api: "_Api", request: dict, progress: "_Progress") -> dict:
+        """Stream the run's events until it is done, riding out restarts of the service and
+        silent streams; return its final status (GET /v1/runs/{id})."""
+        seen, quiet = 0, 0
+        while True:
+            ended = await api.stream(seen, progress)
+            # Back off while streams end without news (a service that keeps closing them).
+            quiet = 0 if ended.seen > seen else quiet + 1
+            seen = ended.seen
+            if ended.connected:
+                state = await api.status_if_reachable()
+                if state is not None and state.get("state") == "done":
+                    return state
+                if state is not None and state.get("state") == "missing":
+                    # A restarted service that never created the build: submit it again
+                    # (the run id makes that safe).
+                    logger.info("Buildkite run %s: unknown to kbgen serve; submitting again", api.run_id)
+                    await api.create(request)
+            await api.pause(quiet)
+
+
+class _Ended:
+    """How one event stream ended: the events seen so far, whether the service answered."""
+
+    def __init__(self, seen: int, connected: bool, done: bool = False):
+        self.seen, self.connected, self.done = seen, connected, done
+
+
+class _Api:
+    """kbgen serve's HTTP API for one run, with the outage clock: the time since the last
+    successful request. Only failed connections and 5xx answers start it; every answer
+    from the service (a reconnect included) stops it."""
+
+    def __init__(self, launcher: BuildkiteLauncher, session: "_BaseSession", run_id: str):
+        self.launcher, self.session, self.run_id = launcher, session, run_id
+        self.down_since: float | None = None
+        self.attempt = 0
+
+    def _reached(self) -> None:
+        if self.down_since is not None:
+            logger.info("Buildkite run %s: kbgen serve reachable again", self.run_id)
+        self.down_since, self.attempt = None, 0
+
+    def _unreachable(self, why: BaseException | str) -> None:
+        now = time.monotonic()
+        if self.down_since is None:
+            self.down_since = now
+            logger.warning("Buildkite run %s: kbgen serve unreachable: %s", self.run_id, _describe(why))
+        if now - self.down_since > self.launcher.outage_tolerance:
+            raise _RunFailed(
+                f"kbgen serve unreachable for {self.launcher.outage_tolerance:g}s "
+                f"({_describe(why)}); the build, if any, is canceled by kbgen serve when no "
+                "client re-attaches"
+            )
+
+    async def pause(self, quiet: int = 0) -> None:
+        """Wait before the next try: longer the more tries failed or brought nothing new."""
+        step = max(self.attempt, quiet)
+        await asyncio.sleep(RECONNECT_DELAYS[min(step, len(RECONNECT_DELAYS) - 1)])
+        self.attempt += 1
+
+    async def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        """One request; raises _Refused for a 4xx answer, aiohttp/OS errors as they come."""
+        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
+        async with self.session.request(method, path, json=body, timeout=timeout) as resp:
+            raw = await resp.read()
+            answer = _json_object(raw)
+            if resp.status >= 400:
+                error = answer.get("error") if answer else raw[:300].decode(errors="replace")
+                if resp.status >= 500:
+                    raise aiohttp.ClientResponseError(
+                        resp.request_info, (), status=resp.status, message=str(error)
+                    )
+                raise _Refused(resp.status, str(error))
+            return answer or {}
+
+    async def create(self, request: dict) -> None:
+        """POST the run until kbgen serve answers (idempotent: the id names it)."""
+        while True:
             try:
-                answer = json.loads(raw or b"{}")
-            except ValueError:
-                answer = {"error": raw[:500].decode(errors="replace")}
-            return resp.status, answer if isinstance(answer, dict) else {
-                "error": "not a JSON object"
-            }
-        finally:
-            conn.close()
+                st = await self.call("POST", "/v1/runs", request)
+                self._reached()
+                logger.info("Buildkite run %s: accepted by kbgen serve (%s)", self.run_id, st.get("state"))
+                return
+            except _Refused as e:
+                raise _RunFailed(f"kbgen serve refused the run {e}") from None
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as e:
+                self._unreachable(e)
+            await self.pause()
 
-    def _stream(self, path: str, put: Callable[[Any], None], stop: threading.Event) -> None:
-        conn = self._connection(None)
+    async def status_if_reachable(self) -> dict | None:
         try:
-            conn.request("GET", path, headers=self._headers())
-            resp = conn.getresponse()
-            if resp.status != 200:
-                raise KbgenServeError(f"events: HTTP {resp.status}", resp.status)
-            while not stop.is_set():
-                line = resp.readline()
-                if not line:
-                    return
-                put(line)
-        finally:
-            conn.close()
+            st = await self.call("GET", f"/v1/runs/{self.run_id}")
+            self._reached()
+            return st
+        except _Refused as e:
+            if e.status == 404:
+                self._reached()
+                return {"state": "missing"}
+            raise _RunFailed(f"kbgen serve refused the run's status {e}") from None
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as e:
+            self._unreachable(e)
+            return None
+
+    async def stream(self, seen: int, progress: "_Progress") -> _Ended:
+        """Follow GET /v1/runs/{id}/events from event `seen` until done, EOF, silence longer
+        than the read timeout, or an error."""
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=REQUEST_TIMEOUT, sock_read=self.launcher.stream_read_timeout
+        )
+        path = f"/v1/runs/{self.run_id}/events?from={seen}"
+        opened = False
+        try:
+            async with self.session.request("GET", path, timeout=timeout) as resp:
+                if resp.status >= 500:
+                    self._unreachable(f"HTTP {resp.status}")
+                    return _Ended(seen, connected=False)
+                self._reached()
+                if resp.status == 404:
+                    return _Ended(seen, connected=True)
+                if resp.status != 200:
+                    body = _json_object(await resp.read()) or {}
+                    raise _RunFailed(
+                        f"kbgen serve refused the event stream ({resp.status}) {body.get('error', '')}"
+                    )
+                opened = True
+                async for raw in resp.content:
+                    event = parse_event(raw)
+                    if event is None:
+                        continue  # a heartbeat, a blank line, or a line this launcher cannot read
+                    seen += 1
+                    if event.get("event") == "done":
+                        return _Ended(seen, connected=True, done=True)
+                    await progress.event(event)
+                return _Ended(seen, connected=True)
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
+            if opened and isinstance(e, asyncio.TimeoutError):
+                logger.info(
+                    "Buildkite run %s: event stream silent for %gs; reconnecting",
+                    self.run_id, self.launcher.stream_read_timeout,
+                )
+                return _Ended(seen, connected=True)
+            if opened:
+                logger.info("Buildkite run %s: event stream broke (%s); reconnecting", self.run_id, _describe(e))
+            self._unreachable(e)
+            return _Ended(seen, connected=False)
+
+    async def cancel(self, why: str) -> None:
+        """DELETE the run; logs, never raises (it runs while a task is being cancelled)."""
+        try:
+            st = await asyncio.wait_for(self.call("DELETE", f"/v1/runs/{self.run_id}"), REQUEST_TIMEOUT)
+            logger.info("Buildkite run %s canceled (%s): %s", self.run_id, why, st.get("status", st.get("state")))
+        except _Refused as e:
+            # 404: the create never reached the service; it cancels a run nobody attaches to.
+            logger.info("Buildkite run %s: cancel (%s) answered %s", self.run_id, why, e)
+        except Exception as e:  # noqa: BLE001
+            logger.warning("Buildkite run %s: could not cancel (%s): %s", self.run_id, why, _describe(e))
+
+
+class _BaseSession:
+    """aiohttp.ClientSession with kbgen serve's base URL and bearer token (aiohttp's own
+    base_url needs 3.8+ and no unix: scheme)."""
+
+    def __init__(self, base: str, connector: aiohttp.BaseConnector, headers: dict):
+        self.base = base
+        self.session = aiohttp.ClientSession(connector=connector, headers=headers)
+
+    def request(self, method: str, path: str, **kwargs):
+        return self.session.request(method, self.base + path, **kwargs)
+
+    async def __aenter__(self) -> "_BaseSession":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.session.close()
+
+
+def parse_event(raw: bytes) -> dict | None:
+    """One line of the event stream as an event, or None for a line to skip: blank lines,
+    heartbeats, and anything that is not a JSON object with a string "event"."""
+    try:
+        event = json.loads(raw)
+    except ValueError:
+        if raw.strip():
+            logger.info("kbgen serve sent an unreadable event line, ignored: %r", raw[:200])
+        return None
+    if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+        return None
+    if event["event"] == "heartbeat":
+        return None
+    return event
+
+
+def _json_object(raw: bytes) -> dict | None:
+    try:
+        answer = json.loads(raw or b"{}")
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _describe(e: BaseException | str) -> str:
+    if isinstance(e, str):
+        return e
+    if isinstance(e, KernelBotError):
+        return str(e)
+    if isinstance(e, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        return f"no answer within {REQUEST_TIMEOUT}s"
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+def _seconds(name: str, value: float | str | None, default: float) -> float:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return float(default)
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number of seconds") from None
+    if not seconds > 0:
+        raise ValueError(f"{name}={value!r} must be a positive number of seconds")
+    return seconds
 
 
 def encode_config(config: dict) -> str:
@@ -275,51 +484,71 @@ def encode_config(config: dict) -> str:
     return base64.b64encode(zlib.compress(json.dumps(config).encode("utf-8"))).decode("ascii")
 
 
-def to_full_result(data: dict, build_url: str | None = None) -> FullResult:
-    """kbgen's result.json (Kernelbot's FullResult, field for field) as Kernelbot's dataclasses.
-    A profile run's download_url is the profile artifact (profile_data/<run>.zip of the eval
-    job), as kbgen serve sets it from Buildkite's artifact list: the REST download URL, which
-    answers a token that may read artifacts with a redirect to the file. Only a result that
-    names none (an older kbgen serve, or an upload that failed) points at the build."""
+class UnknownFields(ValueError):
+    """A result field Kernelbot's dataclasses do not have (strict conversion only)."""
+
+
+def _make(cls, data: dict, where: str, strict: bool):
+    """cls(**data) with the fields cls has; a field it lacks is an error when strict, else
+    ignored with a log line (a newer kbgen may add fields before Kernelbot learns them)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is {type(data).__name__}, not an object")
+    known = {f.name for f in dataclasses.fields(cls)}
+    extra = sorted(set(data) - known)
+    if extra:
+        if strict:
+            raise UnknownFields(f"{where} has fields {cls.__name__} lacks: {', '.join(extra)}")
+        logger.info("kbgen result: %s fields %s unknown to Kernelbot, ignored", where, extra)
+    return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def to_full_result(data: dict, build_url: str | None = None, *, strict: bool = False) -> FullResult:
+    """kbgen's result.json (Kernelbot's FullResult, field for field) as Kernelbot's
+    dataclasses. A profile run's download_url becomes the build's page, which a person can
+    open (kbgen's artifact link is a Buildkite API URL that needs a token); its trace rides
+    along in `trace` as with Kernelbot's other launchers."""
     runs = {}
     for key, v in (data.get("runs") or {}).items():
-        profile = None if v.get("profile") is None else ProfileResult(**v["profile"])
-        if profile is not None and not profile.download_url and build_url:
-            profile.download_url = build_url
+        where = f"runs[{key!r}]"
+        if not isinstance(v, dict):
+            raise ValueError(f"{where} is not an object")
+        profile = None
+        if v.get("profile") is not None:
+            profile = _make(ProfileResult, v["profile"], where + ".profile", strict)
+            profile.download_url = build_url or None
+        known = {f.name for f in dataclasses.fields(EvalResult)}
+        if strict and set(v) - known:
+            raise UnknownFields(f"{where} has fields EvalResult lacks: {', '.join(sorted(set(v) - known))}")
         runs[key] = EvalResult(
             start=datetime.datetime.fromisoformat(v["start"]),
             end=datetime.datetime.fromisoformat(v["end"]),
-            compilation=None if v.get("compilation") is None else CompileResult(**v["compilation"]),
-            run=None if v.get("run") is None else RunResult(**v["run"]),
+            compilation=None
+            if v.get("compilation") is None
+            else _make(CompileResult, v["compilation"], where + ".compilation", strict),
+            run=None if v.get("run") is None else _make(RunResult, v["run"], where + ".run", strict),
             profile=profile,
         )
+    top = {f.name for f in dataclasses.fields(FullResult)}
+    if strict and set(data) - top:
+        raise UnknownFields(f"the result has fields FullResult lacks: {', '.join(sorted(set(data) - top))}")
     return FullResult(
         success=bool(data.get("success")),
         error=data.get("error") or "",
-        system=SystemInfo(**(data.get("system") or {})),
+        system=_make(SystemInfo, data.get("system") or {}, "system", strict),
         runs=runs,
     )
 
 
-def _failed(message: str) -> FullResult:
-    return FullResult(success=False, error=message, system=SystemInfo(), runs={})
-
-
-def _unavailable(runner: str, gpu_type: GPU, error: str) -> RunnerQueueStatus:
-    return RunnerQueueStatus(
-        runner=runner, gpu=gpu_type.name, queued_jobs=None, status="unavailable", error=error
-    )
-
-
 class _Progress:
-    """The run's line on Kernelbot's RunProgressReporter: pushed once, then updated in place
-    with the build link and its state."""
+    """The run's line on Kernelbot's RunProgressReporter (pushed once, then updated in place
+    with the build link and its state) and the log lines of its state changes."""
 
-    def __init__(self, status: RunProgressReporter | None):
+    def __init__(self, status: RunProgressReporter | None, run_id: str):
         self.status = status
+        self.run_id = run_id
         self.build = ""
         self.url = ""
-        self.state = "waiting for kbgen serve"
+        self.state = "submitted"
 
     async def _show(self, text: str, push: bool = False) -> None:
         if self.status is None:
@@ -333,50 +562,53 @@ class _Progress:
         return f"Buildkite build [{self.build}](<{self.url}>)" if self.build else "Buildkite run"
 
     async def start(self, queue: str) -> None:
-        self.queue = queue
         await self._show(f"⏳ Submitting to Buildkite queue `{queue}`...", push=True)
 
     async def event(self, e: dict) -> None:
         kind = e.get("event")
         if kind == "created":
-            self.build, self.url = str(e.get("build", "")), e.get("url", "")
+            self.build, self.url = str(e.get("build", "")), str(e.get("url", ""))
             self.state = "created"
+            logger.info("Buildkite run %s: build %s %s", self.run_id, self.build, self.url)
         elif kind in ("state", "job", "budget"):
             self.state = str(e.get("state", ""))
+            logger.info("Buildkite run %s: build %s %s %s", self.run_id, self.build, kind, self.state)
         elif kind == "canceled":
             self.state = "canceled"
+            logger.warning("Buildkite run %s: build %s canceled: %s", self.run_id, self.build, e.get("error", ""))
         else:
-            return
-        await self._show(f"⏳ {self._link()}: {self.state} ({float(e.get('elapsed', 0)):.1f}s)")
+            return  # an event kind this launcher does not show
+        try:
+            elapsed = float(e.get("elapsed", 0))
+        except (TypeError, ValueError):
+            elapsed = 0.0
+        await self._show(f"⏳ {self._link()}: {self.state} ({elapsed:.1f}s)")
 
-    async def failed(self, message: str) -> FullResult:
-        await self._show(f"❌ {self._link()}: {message}")
-        return _failed(message)
+    async def fail(self, why: str) -> KbgenError:
+        """The error to raise for a run that could not run, shown and logged first."""
+        where = f" (build {self.build} {self.url})" if self.build else ""
+        message = f"Buildkite run {self.run_id}{where}: {why}"
+        logger.error("%s", message)
+        await self._show(f"❌ {self._link()}: {why}")
+        return KbgenError(message, self.run_id)
 
     async def finished(self, final: dict) -> FullResult:
-        data = final.get("result")
-        if data is None:
-            return await self.failed(final.get("error") or "no result")
-        self.url = self.url or final.get("url", "")
+        self.url = self.url or str(final.get("url") or "")
         self.build = self.build or str(final.get("build") or "")
+        data = final.get("result")
+        outcome = final.get("status") or "no status"
+        if data is None:
+            raise await self.fail(f"ended ({outcome}) without a result: {final.get('result_gone') or 'none kept'}")
+        if not isinstance(data, dict) or not data.get("success"):
+            error = data.get("error") if isinstance(data, dict) else "not a result"
+            raise await self.fail(f"{outcome}: {error or 'the runner reported no error'}")
         try:
             result = to_full_result(data, self.url or None)
         except (KeyError, TypeError, ValueError) as e:
-            return await self.failed(f"kbgen serve returned a result Kernelbot cannot read: {e!r}")
-        mark = "✅" if result.success else "❌"
-        await self._show(
-            f"{mark} {self._link()}: {final.get('build_state') or final.get('status', 'done')}"
+            raise await self.fail(f"returned a result Kernelbot cannot read: {e!r}") from None
+        logger.info(
+            "Buildkite run %s: build %s %s, runs %s", self.run_id, self.build,
+            final.get("build_state") or outcome, sorted(result.runs),
         )
+        await self._show(f"✅ {self._link()}: {final.get('build_state') or outcome}")
         return result
-
-
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float | None):
-        super().__init__("kbgen-serve", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        if self.timeout is not None:
-            self.sock.settimeout(self.timeout)
-        self.sock.connect(self._path)

@@ -1,0 +1,2 @@
+from typing import Optional as Opt  # noqa: F401
+NotSet = None

@@ -1,0 +1,1 @@
+class Tag: pass

@@ -1,0 +1,2 @@
+class connection: pass
+class cursor: pass
