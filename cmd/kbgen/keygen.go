@@ -15,7 +15,7 @@ import (
 type KeygenCmd struct {
 	Alg        string `help:"Signature algorithm: EdDSA (Ed25519, default), ES512 or PS512 — the ones buildkite-agent accepts for job signatures." default:"EdDSA" placeholder:"ALG"`
 	KeyID      string `help:"Key id (kid) written into both files, e.g. kernelbot-2026-11. Name keys by date so a rotation is easy to follow. Default: a random kbgen-<hex>." placeholder:"ID"`
-	PrivateOut string `help:"Where to write the private JWKS (mode 0600), e.g. /etc/kbgen/signing-key.json. Only the signer (the control agent running 'kbgen generate') may hold it." required:"" placeholder:"FILE"`
+	PrivateOut string `help:"Where to write the private JWKS (mode 0600), e.g. signing.jwks; kbgen node install --control --signing-key installs it where the signer (the control agent running 'kbgen generate') reads it, and only there." required:"" placeholder:"FILE"`
 	PublicOut  string `help:"Where to write the public JWKS, e.g. kernelbot-jwks.json: what vendor agents verify with ('kbgen node install --verification-key FILE')." required:"" placeholder:"FILE"`
 	Force      bool   `help:"Overwrite existing files. Without it, keygen refuses to replace a key."`
 }

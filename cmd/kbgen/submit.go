@@ -13,7 +13,7 @@ import (
 type SubmitCmd struct {
 	Queue          string `required:"" placeholder:"QUEUE" help:"Queue (or alias) of the vendor registry whose GPU agents run the job, e.g. h100 or nvidia-h100 (see kbgen vendors); an alias is sent as its queue name."`
 	RunID          string `name:"run-id" placeholder:"ID" help:"Name of this run, kept in the build's env and meta-data run_id; a retried submit with the same id re-attaches instead of running twice (default: a random kbgen-… id)."`
-	Image          string `placeholder:"REF" help:"Runner image override (KERNELBOT_IMAGE), e.g. ghcr.io/gpu-mode/kbgen-cuda@sha256:…."`
+	Image          string `placeholder:"REF" help:"Runner image override (KERNELBOT_IMAGE), e.g. ghcr.io/gpu-mode/kbgen-runner-cuda@sha256:…."`
 	Priority       string `placeholder:"N" help:"Buildkite job priority for the eval step (KERNELBOT_PRIORITY), e.g. 10."`
 	User           string `placeholder:"KEY" help:"Fair-share key of the submitter (KERNELBOT_USER), e.g. a Discord user id."`
 	BootstrapQueue string `placeholder:"QUEUE" help:"Default: KBGEN_BOOTSTRAP_QUEUE. Queue of Kernelbot's control agents that run the bootstrap step and sign the pipeline (KERNELBOT_BOOTSTRAP_QUEUE); default: the job's own queue. See docs/security.md."`
