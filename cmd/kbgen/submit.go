@@ -91,7 +91,8 @@ Exit codes:
 
 Examples:
   export BUILDKITE_API_TOKEN=… BUILDKITE_ORG=gpu-mode BUILDKITE_PIPELINE=kernelbot
+  kbgen encode --example vectoradd > job.b64
   kbgen submit --queue h100 --payload-file job.b64 > result.json
   kbgen submit --queue mi300 --task examples/vectoradd --submission examples/vectoradd/submission.py --mode benchmark
-  kbgen submit --queue h100 -f - --progress=json --timeout 20m < job.json`
+  kbgen submit --queue h100 -f - --progress=json --timeout 20m < job.b64`
 }
