@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // queueChecks: the control queue and every registry queue with their
@@ -28,8 +29,8 @@ func queueChecks(agents []buildkite.Agent, err error, cfg Config) []Check {
 		}
 	}
 	checks := []Check{controlQueueCheck(byQueue[cfg.ControlQueue], cfg.ControlQueue)}
-	for _, q := range cfg.Registry.Queues() {
-		checks = append(checks, vendorQueueCheck(q, byQueue[q]))
+	for _, v := range cfg.Registry.Vendors {
+		checks = append(checks, vendorQueueCheck(v, byQueue[v.Queue]))
 	}
 	checks = append(checks, strayQueueChecks(byQueue, cfg)...)
 	return append(checks, versionCheck(byQueue, cfg))
@@ -44,17 +45,26 @@ func controlQueueCheck(agents []buildkite.Agent, queue string) Check {
 	return Check{Name: name, Level: Pass, Detail: "control queue: " + census(agents)}
 }
 
-func vendorQueueCheck(queue string, agents []buildkite.Agent) Check {
-	name := "queue " + queue
+func vendorQueueCheck(v *registry.Vendor, agents []buildkite.Agent) Check {
+	name := "queue " + v.Queue
 	switch {
 	case len(agents) == 0:
 		return Check{Name: name, Level: Warn, Detail: "no agents connected: builds for this queue wait until a node joins",
-			Fix: "a vendor node runs kbgen node install --queue " + queue + " (docs/vendor-onboarding.md), or leave the queue out of the registry (--vendors)"}
+			Fix: joinFix(v) + " (docs/vendor-onboarding.md), or leave the queue out of the registry (--vendors)"}
 	case countIf(agents, paused) == len(agents):
 		return Check{Name: name, Level: Warn, Detail: census(agents) + ": every agent is paused",
 			Fix: "resume them (Agents → agent → Resume) when the node is fit again"}
 	}
 	return Check{Name: name, Level: Pass, Detail: census(agents)}
+}
+
+// joinFix is how agents join v's queue: node install on a vendor node,
+// or, for a Kubernetes queue, agent-stack-k8s (node install refuses it).
+func joinFix(v *registry.Vendor) string {
+	if v.Backend == registry.BackendKubernetes {
+		return "the vendor's cluster runs agent-stack-k8s with tags queue=" + v.Queue + " (deployment/k8s, docs/vendor-onboarding.md#kubernetes; kbgen node install refuses a Kubernetes queue)"
+	}
+	return "a vendor node runs kbgen node install --queue " + v.Queue
 }
 
 // strayQueueChecks: agents on a queue no step is routed to. An alias

@@ -587,6 +587,11 @@ func TestFetchAndAttach(t *testing.T) {
 	if out := r.client.Fetch(context.Background(), 99); out.Status != Infra || !strings.Contains(out.Result.Error, "404 Not Found: No build found") {
 		t.Errorf("Fetch of a missing build: %v %q", out.Status, out.Result.Error)
 	}
+	// `kbgen wait 99`: a build that does not exist is not "still running".
+	out = r.client.Attach(context.Background(), 99, WaitOptions{})
+	if out.Status != Infra || strings.Contains(out.Result.Error, "still be running") || !strings.Contains(out.Result.Error, "build 99 was not found") {
+		t.Errorf("Attach to a missing build: %v %q", out.Status, out.Result.Error)
+	}
 }
 
 // TestTokenNeverLeaks runs passing, failing and faulted builds with debug

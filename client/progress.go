@@ -36,6 +36,10 @@ func (p *Progress) Event(e Event) {
 	defer p.mu.Unlock()
 	switch p.format {
 	case ProgressQuiet:
+		// Errors only: the reason a run ended without a result.
+		if e.Kind == "done" && e.Error != "" {
+			fmt.Fprintf(p.w, "error: %s\n", e.Error)
+		}
 		return
 	case ProgressJSON:
 		b, _ := json.Marshal(e)

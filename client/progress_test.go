@@ -35,4 +35,12 @@ func TestProgressText(t *testing.T) {
 	if buf.Len() != 0 {
 		t.Errorf("quiet progress wrote %q", buf.String())
 	}
+	// -q is "errors only": a timeout (exit 5) still says why on stderr;
+	// it once printed nothing at all.
+	q := NewProgress(&buf, ProgressQuiet)
+	q.Event(Event{Kind: "canceled", Build: 7})
+	q.Event(Event{Kind: "done", Build: 7, Success: &no, Exit: &code, Error: "timed out after 1m0s"})
+	if want := "error: timed out after 1m0s\n"; buf.String() != want {
+		t.Errorf("quiet progress wrote %q, want %q", buf.String(), want)
+	}
 }

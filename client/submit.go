@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -179,6 +180,10 @@ func (c *Client) finish(ctx, bctx context.Context, number int, w WaitOptions) *O
 		case errors.Is(err, ErrTimeout) || ctx.Err() != nil:
 			return c.cancel(ctx, number, b, err, w)
 		}
+		if b == nil && notFound(err) {
+			// Never seen: no such build, not one running out of sight.
+			return &Outcome{Status: Infra, Result: failed(fmt.Sprintf("build %d was not found (%v): check the number and that BUILDKITE_ORG and BUILDKITE_PIPELINE name the pipeline it was submitted to", number, err))}
+		}
 		return &Outcome{Status: Infra, Build: b, Result: failed(fmt.Sprintf("%v; the build may still be running: `kbgen wait %d` re-attaches", err, number))}
 	}
 	out := c.resultOf(bctx, b)
@@ -227,4 +232,10 @@ func (c *Client) cancel(ctx context.Context, number int, last *Build, why error,
 		}
 	}
 	return &Outcome{Status: TimedOut, Build: last, Result: failed(msg)}
+}
+
+// notFound reports whether err is Buildkite's 404.
+func notFound(err error) bool {
+	apiErr, ok := errors.AsType[*APIError](err)
+	return ok && apiErr.Status == http.StatusNotFound
 }

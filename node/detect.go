@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/gpuid"
 	"github.com/gpu-mode/kbgen/internal/nvsmi"
 	"github.com/gpu-mode/kbgen/nvmlhelper"
@@ -150,7 +151,7 @@ func machineMIG(ctx context.Context, m Machine) (map[int][]nvsmi.MIGInstance, er
 	}
 	list, err := toolOutput(ctx, m, m.NvidiaList, NvidiaListArgs)
 	if err != nil {
-		return nil, fmt.Errorf("listing MIG instances: %w", err)
+		return nil, exitcode.With(exitcode.TempFail, fmt.Errorf("listing MIG instances: %w (off the GPU node, give its 'nvidia-smi -L' output with --nvidia-smi-list FILE, or 'kbgen-nvml inventory' output with --nvml-inventory FILE)", err))
 	}
 	return checkMIG(nvsmi.ParseMIG(list))
 }

@@ -46,6 +46,9 @@ type Doctor struct {
 	Runner Runner
 	// Image runs the per-agent isolation probe; "" skips those checks.
 	Image string
+	// SkipContainers says the probes were skipped on request
+	// (--skip-containers), which is then the reason reported.
+	SkipContainers bool
 	// RunnerBinary is the host's static kbgen, mounted as the sandbox
 	// always does.
 	RunnerBinary string
@@ -307,8 +310,11 @@ true`
 
 func (d *Doctor) checkIsolation(ctx context.Context, p *Plan, a *Agent, dockerOK bool) Check {
 	name := "isolation " + a.ID
-	if d.Image == "" {
-		return Check{Name: name, Skipped: true, Detail: "skipped: no runner image (--image)"}
+	switch {
+	case d.SkipContainers:
+		return Check{Name: name, Skipped: true, Detail: "skipped: --skip-containers"}
+	case d.Image == "":
+		return Check{Name: name, Skipped: true, Detail: "skipped: no runner image (the installed queue is not in the vendor registry: pass --image)"}
 	}
 	if !dockerOK {
 		return fail(name, "not checked: docker is not reachable")

@@ -421,3 +421,35 @@ func TestDoctorKernelLog(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorStagedRoot: doctor --root DIR --skip-containers on a staged
+// root says the flags are why a check did not run: no proc/ under the
+// root is the running machine's to check (it once failed with "open proc:
+// no such file"), and the probes were skipped by --skip-containers (it
+// once said "no runner image").
+func TestDoctorStagedRoot(t *testing.T) {
+	t.Parallel()
+	root := installedRoot(t, "h100x8", "nvidia-h100")
+	for p := range root {
+		if strings.HasPrefix(p, "proc/") {
+			delete(root, p)
+		}
+	}
+	d := newDoctor(root, h100Node(t))
+	d.Image, d.SkipContainers = "", true
+	want := map[string]string{
+		"housekeeping CPUs": "not checked: no proc/ under --root",
+		"isolation gpu0":    "skipped: --skip-containers",
+	}
+	for _, c := range d.Run(context.Background()) {
+		if w, ok := want[c.Name]; ok {
+			if !c.Skipped || !strings.HasPrefix(c.Detail, w) {
+				t.Errorf("%s: skipped %v, %q; want skipped with %q", c.Name, c.Skipped, c.Detail, w)
+			}
+			delete(want, c.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("checks missing: %v", want)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,5 +132,27 @@ func TestSourceInventory(t *testing.T) {
 	mach = Machine{}
 	if err := live.inventory(&mach); err != nil || mach.InventoryNote != "GPUs read with nvidia-smi: no kbgen-nvml beside kbgen (/usr/local/bin)" {
 		t.Errorf("live without a helper: %v, note %q", err, mach.InventoryNote)
+	}
+}
+
+// missingNvidiaSMI is a machine without nvidia-smi (off a GPU node).
+type missingNvidiaSMI struct{}
+
+func (missingNvidiaSMI) Output(_ context.Context, name string, _ ...string) ([]byte, error) {
+	return nil, &exec.Error{Name: name, Err: exec.ErrNotFound}
+}
+
+// TestMIGWithoutNvidiaSMI: --mig-queue off a node, with no nvidia-smi -L
+// to run, names the flag that gives its output and is a machine fault
+// (75), not the unexpected error (1).
+func TestMIGWithoutNvidiaSMI(t *testing.T) {
+	t.Parallel()
+	m := fixtureMachine(t, "h100x8")
+	m.NvidiaList, m.Inventory, m.Runner = nil, nil, missingNvidiaSMI{}
+	opts := defaultOpts
+	opts.MIGQueue = "nvidia-h100-mig"
+	_, err := PlanMachine(context.Background(), m, opts)
+	if err == nil || !strings.Contains(err.Error(), "--nvidia-smi-list") || exitcode.Of(err) != exitcode.TempFail {
+		t.Fatalf("err = %v (exit %d); want exit 75 naming --nvidia-smi-list", err, exitcode.Of(err))
 	}
 }

@@ -52,7 +52,9 @@ func CheckQueue(p *Plan, reg *registry.Registry, allowUnknown bool) error {
 	if v.Runtime != p.Runtime {
 		return &QueueMismatchError{Msg: fmt.Sprintf("queue %q runs %s GPUs (%s), but this node's GPUs are %s", p.Queue, v.Runtime, v.GPU, p.Runtime)}
 	}
-	p.Notes = append(p.Notes, stepCPUsNote(p, v))
+	if note := stepCPUsNote(p, v); note != "" {
+		p.Notes = append(p.Notes, note)
+	}
 	return nil
 }
 
@@ -60,16 +62,24 @@ func CheckQueue(p *Plan, reg *registry.Registry, allowUnknown bool) error {
 // the registry fixes a queue's step size so every node of the queue times
 // the same shape, and the sandbox takes the first whole cores of the
 // agent's cpuset (the sandbox's pickCPUs). A step asking for more than the
-// agent owns is refused, so that is said too.
+// agent owns is refused, so that is said too. Only the agents that serve
+// the queue count: a MIG or shape agent (its own Queue) never takes its
+// steps. "" when no agent serves it.
 func stepCPUsNote(p *Plan, v *registry.Vendor) string {
-	least := 0
-	for i, a := range p.Agents {
-		if i == 0 || a.CPUs < least {
+	least, serving := 0, 0
+	for _, a := range p.Agents {
+		if a.Queue != "" && a.Queue != v.Queue {
+			continue
+		}
+		if serving == 0 || a.CPUs < least {
 			least = a.CPUs
 		}
+		serving++
 	}
 	cpus := v.Resources.CPUs
 	switch {
+	case serving == 0:
+		return ""
 	case cpus == 0:
 		return fmt.Sprintf("a step of queue %s gets all of its agent's CPUs (the registry sets no resources.cpus)", v.Queue)
 	case cpus > least:

@@ -37,6 +37,12 @@ func TestCheckQueue(t *testing.T) {
 			notes: []string{`queue "h100" is an alias of "nvidia-h100"`, "uses 12 of its agent's 26 CPUs"}},
 		{name: "agent smaller than the step", queue: "nvidia-h100", runtime: contract.RuntimeNVIDIA, agents: []Agent{{CPUs: 26}, {CPUs: 8}}, wantQueue: "nvidia-h100",
 			notes: []string{"asks for 12 CPUs but an agent here owns 8: the sandbox will refuse its steps"}},
+		// A --mig-queue plan: the MIG agents (one core each) serve their
+		// own queue, so the whole-GPU queue's step is compared with the
+		// whole-GPU agents only; it once warned that every step would be
+		// refused.
+		{name: "MIG agents not counted", queue: "nvidia-h100", runtime: contract.RuntimeNVIDIA, agents: []Agent{{CPUs: 26}, {CPUs: 1, Queue: "nvidia-h100-mig"}}, wantQueue: "nvidia-h100",
+			notes: []string{"a step of queue nvidia-h100 uses 12 of its agent's 26 CPUs"}},
 		{name: "other runtime", queue: "amd-mi300", runtime: contract.RuntimeNVIDIA, mismatch: `queue "amd-mi300" runs rocm GPUs (MI300X), but this node's GPUs are nvidia`, wantQueue: "amd-mi300"},
 		{name: "nvidia queue on AMD", queue: "nvidia-h100", runtime: contract.RuntimeROCm, mismatch: "this node's GPUs are rocm", wantQueue: "nvidia-h100"},
 		{name: "kubernetes", queue: "nebius-h100-k8s", runtime: contract.RuntimeNVIDIA, mismatch: "runs on Kubernetes", wantQueue: "nebius-h100-k8s"},

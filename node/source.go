@@ -64,6 +64,12 @@ func PlanSource(ctx context.Context, s Source) (*Plan, error) {
 	if err != nil {
 		return nil, exitcode.Usagef("--reserve-memory: %w", err)
 	}
+	if _, err := os.Stat(s.Sysfs); err != nil {
+		return nil, exitcode.Usagef("--sysfs: %w", err)
+	}
+	if s.ReserveCores < 0 {
+		return nil, exitcode.Usagef("--reserve-cores %d: must not be negative", s.ReserveCores)
+	}
 	mach, err := s.machine()
 	if err != nil {
 		return nil, err
@@ -78,12 +84,24 @@ func PlanSource(ctx context.Context, s Source) (*Plan, error) {
 	}
 	p, err := PlanMachine(ctx, mach, PlanOptions{Queue: s.Queue, ReserveCores: s.ReserveCores, ReserveMemory: mem, Shapes: shapes, MIGQueue: s.MIGQueue})
 	if err != nil {
-		return nil, fmt.Errorf("planning agents: %w", err)
+		return nil, machineFault(fmt.Errorf("planning agents: %w", err))
 	}
 	if err := CheckQueue(p, reg, s.AllowUnknownQueue); err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
 	}
 	return p, exitcode.With(exitcode.Usage, CheckAgentQueues(p, reg))
+}
+
+// machineFault is a planning error's exit code: one that already carries
+// a code keeps it; otherwise the machine cannot give what the plan needs
+// (no GPUs, too few cores or too little memory left after the host's
+// reserve, a tool missing), a machine fault (75), never the unexpected
+// error (1) that scripts are told to report as a bug.
+func machineFault(err error) error {
+	if _, ok := errors.AsType[exitcode.Coder](err); ok {
+		return err
+	}
+	return exitcode.With(exitcode.TempFail, err)
 }
 
 // LoadRegistry is the vendor registry in file ("": the built-in one); a

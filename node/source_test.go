@@ -31,7 +31,12 @@ func TestPlanSource(t *testing.T) {
 		{"a queue of another runtime", func(s *Source) { s.Queue = "amd-mi300" }, exitcode.Usage, `queue "amd-mi300" runs rocm GPUs`},
 		{"an unknown shape", func(s *Source) { s.Shapes = []string{"no-such-queue"} }, exitcode.Usage, "no-such-queue"},
 		{"a registry that does not load", func(s *Source) { s.Vendors = "testdata/none.yaml" }, exitcode.Usage, "none.yaml"},
-		{"too few cores: the machine, not the flags", func(s *Source) { s.ReserveCores = 7 }, exitcode.Failure, "planning agents: NUMA node 0 has 8 cores"},
+		// What the machine cannot give is a machine fault (75), never the
+		// unexpected error (1) scripts are told to report as a bug.
+		{"too few cores: the machine, not the flags", func(s *Source) { s.ReserveCores = 7 }, exitcode.TempFail, "planning agents: NUMA node 0 has 8 cores"},
+		{"too little memory", func(s *Source) { s.ReserveMemory = "2000g" }, exitcode.TempFail, "lower --reserve-memory"},
+		{"no GPUs", func(s *Source) { s.Sysfs, s.NvidiaSMI = t.TempDir(), "testdata/empty.csv" }, exitcode.TempFail, "no GPUs"},
+		{"negative reserve", func(s *Source) { s.ReserveCores = -1 }, exitcode.Usage, "--reserve-cores -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

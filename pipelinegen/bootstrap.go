@@ -75,7 +75,9 @@ func (o BootstrapOptions) emit(ctx context.Context, p *pipeline.Pipeline) error 
 	}
 	agent, err := bkagent.Find(o.Agent, o.Environ)
 	if err != nil {
-		return fmt.Errorf("uploading pipeline: %w (run inside a Buildkite job, or print the pipeline without --upload)", err)
+		// No agent CLI where the upload runs: the machine's fault (75,
+		// Buildkite retries the bootstrap elsewhere), never "unexpected".
+		return exitcode.With(exitcode.TempFail, fmt.Errorf("uploading pipeline: %w (run inside a Buildkite job, or print the pipeline without --upload)", err))
 	}
 	jobID, _ := o.Build.Lookup(contract.EnvJobID)
 	return UploadOnce(ctx, agent, doc, jobID, o.Log)

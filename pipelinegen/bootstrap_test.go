@@ -45,7 +45,7 @@ func TestBootstrap(t *testing.T) {
 		{"a job, signed", Signing{KeyFile: keyFile, RepoURL: "https://example.com/r.git"}, jobEnv, exitcode.OK, contract.EnvStepSignature, `signed 1 step(s) with key "k1" for https://example.com/r.git`},
 		{"no job", Signing{}, noEnv, exitcode.OK, "steps", "no Kernelbot job in this build"},
 		{"a key without the repository", Signing{KeyFile: keyFile}, jobEnv, exitcode.Usage, "", ""},
-		{"a key that is not there, even without a job", Signing{KeyFile: filepath.Join(dir, "none"), RepoURL: "r"}, noEnv, exitcode.Failure, "", ""},
+		{"a key that is not there, even without a job", Signing{KeyFile: filepath.Join(dir, "none"), RepoURL: "r"}, noEnv, exitcode.Usage, "", ""},
 		{"no queue", Signing{}, contract.MapLookup(map[string]string{contract.EnvPayload: in.Encoded}), exitcode.Usage, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,7 +44,9 @@ func (s Signing) Load() (*Signer, error) {
 	}
 	key, err := signing.LoadPrivate(s.KeyFile, s.KeyID)
 	if err != nil {
-		return nil, err
+		// A key file that is missing, public or not a JWKS is the
+		// caller's input (2), not an unexpected error.
+		return nil, exitcode.With(exitcode.Usage, err)
 	}
 	return &Signer{key: key, repo: s.RepoURL, agentSignature: s.AgentSignature}, nil
 }

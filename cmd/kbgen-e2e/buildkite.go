@@ -19,7 +19,7 @@ import (
 type BuildkiteCmd struct {
 	Listen      string        `default:"127.0.0.1:8080" placeholder:"ADDR" help:"The REST API's address (BUILDKITE_API_URL). Default: ${default}. Example: --listen 127.0.0.1:9080"`
 	AgentListen string        `default:"127.0.0.1:8081" placeholder:"ADDR" help:"The Agent API's address (buildkite-agent start --endpoint http://ADDR/v3). Default: ${default}."`
-	Agents      []string      `name:"agents" placeholder:"ROOT" help:"Start the agents that 'kbgen node install --root ROOT' (or '--control --root ROOT') wrote, with their config and hooks (repeatable). Example: --agents stage-control --agents stage-node"`
+	Agents      []string      `name:"agents" placeholder:"ROOT" help:"Start the agents that 'kbgen node install --root ROOT' (or '--control --root ROOT') wrote, with their config and hooks (repeatable). Example: --agents rehearsal/stage-control --agents rehearsal/stage-node"`
 	NoGPU       bool          `name:"no-gpu" help:"Run the GPU agents' steps without GPU flags (KBGEN_SANDBOX_NO_GPU=1): a rehearsal on a machine without the node's GPUs."`
 	Webhook     string        `placeholder:"URL" help:"POST signed webhooks (job.finished, build.finished) here, as Buildkite's notification service does: kbgen serve's /v1/buildkite/webhook. Prints the BUILDKITE_WEBHOOK_SECRET to give kbgen serve. Example: --webhook http://127.0.0.1:8090/v1/buildkite/webhook"`
 	Kbgen       string        `placeholder:"FILE" help:"The kbgen the agents run (its directory goes first on their PATH). Default: kbgen beside this binary, else on PATH."`
@@ -37,7 +37,7 @@ the bootstrap on kernelbot-control), as on the real organisation. It prints
 the env lines for kbgen serve, submit and queues on stdout, then serves
 until interrupted (or --for), and stops its agents on the way out.
 
-  kbgen-e2e buildkite --agents stage-control --agents stage-node --no-gpu --webhook http://127.0.0.1:8090/v1/buildkite/webhook`
+  kbgen-e2e buildkite --agents rehearsal/stage-control --agents rehearsal/stage-node --no-gpu --webhook http://127.0.0.1:8090/v1/buildkite/webhook`
 }
 
 func (c *BuildkiteCmd) Run(s *stdio) error {

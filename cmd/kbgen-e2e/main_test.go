@@ -24,7 +24,7 @@ func TestRun(t *testing.T) {
 		{"doctor help", []string{"doctor", "--help"}, noAgent, 0, "sudo kbgen doctor --e2e --gpu 0"},
 		{"no command", nil, noAgent, 2, "expected"},
 		{"bad flag", []string{"doctor", "--bogus"}, noAgent, 2, "unknown flag --bogus"},
-		{"buildkite help", []string{"buildkite", "--help"}, noAgent, 0, "kbgen-e2e buildkite --agents stage-control"},
+		{"buildkite help", []string{"buildkite", "--help"}, noAgent, 0, "kbgen-e2e buildkite --agents rehearsal/stage-control"},
 		{"buildkite, no agent binary", []string{"buildkite", "--kbgen", "/bin/true", "--agents", "stage"}, noAgent, 1, "kbgen-e2e: buildkite: "},
 		{"buildkite, a root without agents", []string{"buildkite", "--kbgen", "/bin/true", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--agents", t.TempDir()},
 			func(k string) string { return map[string]string{contract.EnvAgentBinary: "/bin/true"}[k] }, 1, "holds neither a control agent nor GPU agents"},

@@ -93,7 +93,8 @@ func (c *DecodeCmd) Help() string {
 	return `Decodes and validates a payload and prints the job config as indented JSON.
 Plain JSON is accepted too (handy to validate a config).
 
-  kbgen decode "$KERNELBOT_PAYLOAD"
+  kbgen decode "$KERNELBOT_PAYLOAD"            # in a Buildkite job
+  kbgen encode --example identity > job.b64
   kbgen decode @job.b64
   kbgen decode - < job.b64
 

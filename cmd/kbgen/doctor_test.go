@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -49,5 +50,29 @@ func TestDoctorOnThisMachine(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(stage, "nothing")); err == nil {
 		t.Error("doctor wrote into the root")
+	}
+}
+
+// TestDoctorHelpListsEveryCheck: every check kbgen doctor reports on a
+// staged node is named in kbgen doctor --help (seven were missing).
+func TestDoctorHelpListsEveryCheck(t *testing.T) {
+	root := t.TempDir()
+	if r := runKbgen(t, nil, "", "node", "install", "--queue", "h100", "--sysfs", "../../node/testdata/h100x8/sys", "--nvidia-smi", "../../node/testdata/h100x8/nvidia-smi.csv", "--root", root); r.code != 0 {
+		t.Fatalf("staging a node: exit %d: %s", r.code, r.stderr)
+	}
+	out := runKbgen(t, nil, "", "doctor", "--root", root, "--skip-containers").stdout
+	help := runKbgen(t, nil, "", "doctor", "--help").stdout
+	line := regexp.MustCompile(`(?m)^(PASS|FAIL|SKIP)  (.+?): `)
+	digits := regexp.MustCompile(`(@|gpu)\d+`)
+	n := 0
+	for _, m := range line.FindAllStringSubmatch(out, -1) {
+		n++
+		name := digits.ReplaceAllString(m[2], "${1}N")
+		if !strings.Contains(help, name) {
+			t.Errorf("check %q is not in kbgen doctor --help", name)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d checks in:\n%s", n, out)
 	}
 }

@@ -28,7 +28,9 @@ type GenerateCmd struct {
 }
 
 func (c *GenerateCmd) Help() string {
-	return `Run by the bootstrap step of .buildkite/pipeline.yml on every Kernelbot build:
+	return `Run by the bootstrap step on every Kernelbot build: the pipeline's settings
+steps (.buildkite/pipeline-settings.yml, docs/buildkite-setup.md), on the
+control agents that hold the signing key:
 
   kbgen generate --upload
 
@@ -38,15 +40,16 @@ KERNELBOT_USER from the build env, and emits the eval step for the queue's
 vendor. Without a job in the env (an ordinary push) it emits a pipeline with
 no eval step and says why on stderr, so such builds pass.
 
-Try it locally:
+Try it locally (from the repository root):
 
-  kbgen encode job.json > job.b64
+  kbgen encode --example vectoradd > job.b64
   kbgen generate --queue h100 --payload-file job.b64
 
-Signed pipelines (docs/security.md): on the control agent that holds the
-signing key,
+Signed pipelines (docs/security.md): kbgen node install --control sets
+KBGEN_SIGNING_KEY in the control agent's environment hook, so its bootstrap
+runs
 
-  KBGEN_SIGNING_KEY=/etc/kbgen/signing-key.json kbgen generate --upload
+  KBGEN_SIGNING_KEY=/etc/buildkite-agent/kbgen/control/signing-key.jwks kbgen generate --upload
 
 signs the eval step (command, plugins, env, payload, queue) with the key
 (KBGEN_STEP_SIGNATURE); on a node installed with --verification-key,
@@ -56,9 +59,10 @@ kbgen sandbox refuses it (65) if any of that changed on the way. Add
 the upload sets meta-data kbgen_uploaded, and a second run that finds it
 stops there.
 
-Exit codes: 0 ok, 2 bad flags or unknown queue, 65 invalid job or build
-env (KERNELBOT_PRIORITY, KERNELBOT_IMAGE, multi-GPU on a one-GPU queue), 1
-upload, signing or other failure.`
+Exit codes: 0 ok, 2 bad flags, unknown queue or a signing key that is not
+a private JWKS, 65 invalid job or build env (KERNELBOT_PRIORITY,
+KERNELBOT_IMAGE, multi-GPU on a one-GPU queue), 75 no buildkite-agent to
+upload with, 1 a failed upload or other unexpected failure.`
 }
 
 func (c *GenerateCmd) Run(g *Globals) error {

@@ -66,7 +66,7 @@ func TestKeygenRefusesOverwrite(t *testing.T) {
 	priv, pub := keygen(t, dir)
 	before, _ := os.ReadFile(priv)
 	r := runKbgen(t, nil, "", "keygen", "--private-out", priv, "--public-out", pub)
-	if r.code != exitcode.Failure || !strings.Contains(r.stderr, "exists; pass --force") {
+	if r.code != exitcode.Usage || !strings.Contains(r.stderr, "exists; pass --force") {
 		t.Fatalf("second keygen: exit %d, %q", r.code, r.stderr)
 	}
 	if after, _ := os.ReadFile(priv); string(after) != string(before) {

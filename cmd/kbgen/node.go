@@ -74,7 +74,11 @@ the host's reserve. A node with fewer free cores than GPUs is refused.
 
   kbgen node plan
   kbgen node plan --json --queue nvidia-h100
-  kbgen node plan --sysfs node/testdata/h100x8/sys --nvidia-smi node/testdata/h100x8/nvidia-smi.csv`
+  kbgen node plan --sysfs node/testdata/h100x8/sys --nvidia-smi node/testdata/h100x8/nvidia-smi.csv
+
+Exit codes: 0 ok; 2 bad flags or files, or a queue these GPUs cannot serve;
+75 the machine cannot host the agents (no GPUs found, too few cores or too
+little memory left after --reserve-cores and --reserve-memory).`
 }
 
 func (c *NodePlanCmd) Run(g *Globals) error {

@@ -12,7 +12,7 @@ import (
 
 // PreviewCmd shows a vendor the pipeline a job would run on its queue.
 type PreviewCmd struct {
-	Vendor   string `required:"" help:"Queue (or alias) of the vendor, e.g. nvidia-h100 or mi300. See 'kbgen vendors'." placeholder:"QUEUE"`
+	Queue    string `required:"" aliases:"vendor" help:"Queue (or alias) of the vendor, e.g. nvidia-h100 or mi300, as every other command names it (--vendor is the same flag). See 'kbgen vendors'." placeholder:"QUEUE"`
 	JobFlags `embed:""`
 	Vendors  string `help:"Vendor registry YAML replacing the built-in one. Default: KBGEN_VENDORS." placeholder:"FILE"`
 	RunID    string `help:"Run id to show in the label." default:"preview"`
@@ -25,11 +25,11 @@ timeout, retry rules and priority. The job flags are those of kbgen local;
 with none, the job is the built-in vectoradd example in test mode.
 Examples (from the repository root):
 
-  kbgen preview --vendor nvidia-h100
-  kbgen preview --vendor amd-mi300 --mode leaderboard
-  kbgen preview --vendor h100 --task examples/identity --submission examples/identity/wrong.py
+  kbgen preview --queue nvidia-h100
+  kbgen preview --queue amd-mi300 --mode leaderboard
+  kbgen preview --queue h100 --task examples/identity --submission examples/identity/wrong.py
   kbgen encode --example identity --mode benchmark > job.b64
-  kbgen preview --vendor h100 --payload-file job.b64`
+  kbgen preview --queue h100 --payload-file job.b64`
 }
 
 func (c *PreviewCmd) Run(g *Globals) error {
@@ -37,7 +37,7 @@ func (c *PreviewCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	vendor, err := reg.Lookup(c.Vendor)
+	vendor, err := reg.Lookup(c.Queue)
 	if err != nil {
 		return exitcode.With(exitcode.Usage, err)
 	}

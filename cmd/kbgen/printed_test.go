@@ -77,6 +77,7 @@ func TestPrintedCommandLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	docker := dockerImageForRecipe(t)
+	encoded := buildPayload(t)
 
 	// Pages run in parallel, each in its own fresh repository root; a
 	// page's lines run in order, as a reader types them (an export carries
@@ -86,7 +87,7 @@ func TestPrintedCommandLines(t *testing.T) {
 			t.Parallel()
 			dir, prelude := repoRoot(t), ""
 			for _, p := range page {
-				t.Run(p.line, func(t *testing.T) { runPrinted(t, p.line, prelude, docker, dir, shims, fake) })
+				t.Run(p.line, func(t *testing.T) { runPrinted(t, p.line, prelude, docker, dir, shims, encoded, fake) })
 				if strings.HasPrefix(p.line, "export ") {
 					prelude += p.line + "\nexport BUILDKITE_API_TOKEN=\"$KBGEN_TEST_API_TOKEN\"\n"
 				}
@@ -109,7 +110,7 @@ func byPage(lines []printed) [][]printed {
 
 // runPrinted runs one printed line after its page's exports, in dir: it
 // must exit 0, or 1 where its comment says it fails.
-func runPrinted(t *testing.T, line, prelude, docker, dir, shims string, fake *fakebuildkite.Server) {
+func runPrinted(t *testing.T, line, prelude, docker, dir, shims, encoded string, fake *fakebuildkite.Server) {
 	if reason := notRunnable(line, docker); reason != "" {
 		parsesOnly(t, line, reason)
 		return
@@ -118,7 +119,7 @@ func runPrinted(t *testing.T, line, prelude, docker, dir, shims string, fake *fa
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	cmd.Dir, cmd.Env = dir, cmdEnv(shims, dir, fake)
+	cmd.Dir, cmd.Env = dir, cmdEnv(shims, dir, encoded, fake)
 	out, _ := cmd.CombinedOutput()
 	got := cmd.ProcessState.ExitCode()
 	if strings.Contains(comment(line), "PASS or FAIL") {
@@ -139,14 +140,13 @@ func runPrinted(t *testing.T, line, prelude, docker, dir, shims string, fake *fa
 	}
 }
 
-func cmdEnv(shims, dir string, fake *fakebuildkite.Server) []string {
-	b64, _ := os.ReadFile(filepath.Join(dir, "job.b64"))
+func cmdEnv(shims, dir, encoded string, fake *fakebuildkite.Server) []string {
 	return []string{
 		"PATH=" + shims + ":" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir,
 		"BUILDKITE_API_URL=" + fake.URL(), "BUILDKITE_API_TOKEN=" + fake.Token,
 		"BUILDKITE_ORG=" + fake.Org, "BUILDKITE_PIPELINE=" + fake.Pipeline,
 		"KBGEN_TEST_API_TOKEN=" + fake.Token,
-		"KERNELBOT_PAYLOAD=" + strings.TrimSpace(string(b64)),
+		"KERNELBOT_PAYLOAD=" + encoded,
 	}
 }
 
@@ -209,7 +209,7 @@ func isCommandLine(s string) bool {
 	if strings.ContainsAny(s, "─▶◀→") {
 		return false // a diagram
 	}
-	for _, p := range []string{"kbgen ", "export ", "eval \"$(kbgen", "sudo kbgen", "go run ./cmd/kbgen"} {
+	for _, p := range []string{"kbgen ", "export ", "eval \"$(kbgen", "sudo kbgen", "go run ./cmd/kbgen", "mkdir -p "} {
 		if strings.HasPrefix(s, p) {
 			return true
 		}
@@ -308,9 +308,8 @@ func docLines(t *testing.T) []printed {
 	return out
 }
 
-// repoRoot is a fresh directory laid out like the repository root, with
-// the job files a reader of the docs has: job.json and job.b64 (the
-// identity example in test mode).
+// repoRoot is a fresh directory laid out like a fresh checkout's root,
+// as far as the printed lines read it (examples/, node/testdata/).
 func repoRoot(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -319,18 +318,21 @@ func repoRoot(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	return dir
+}
+
+// buildPayload is the KERNELBOT_PAYLOAD a Buildkite job of the identity
+// example has: what a line printed for a job's environment reads. No
+// job.json or job.b64 is laid out: a fresh checkout has none, so a page
+// must make the files it uses (kbgen encode once printed `kbgen encode
+// job.json`, which passed here and failed for every reader).
+func buildPayload(t *testing.T) string {
+	t.Helper()
 	in, err := jobsource.Load(jobsource.Source{Example: "identity", Submission: examples.DefaultSubmission, Mode: payload.ModeTest}, jobsource.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc := in.Encoded
-	js, err := payload.Inflate(enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "job.json"), string(js))
-	writeFile(t, filepath.Join(dir, "job.b64"), enc+"\n")
-	return dir
+	return in.Encoded
 }
 
 // dockerImageForRecipe makes the runner image `kbgen sandbox --help`

@@ -35,11 +35,14 @@ func (c *NodeQualifyCmd) Help() string {
 	return `For every agent of the node (the installed plan, or the machine planned
 afresh), a built-in calibration benchmark (an integer kernel on an L1-resident
 buffer, one pinned thread, each run with a noise record) runs on the agent's
-placement quiet, then again while every other agent's placement runs a CPU +
-memory-bandwidth load. Per agent: the quiet run-to-run CV, the shift of the
-mean under load, the worst hypervisor steal, the noise sources the records
-saw, and a verdict against --max-cv, --max-shift and --max-steal. Exit 1 when
-an agent fails. The default run takes tens of seconds; raise --runs and
+placement after a discarded warm-up, in --blocks alternating quiet and loaded
+blocks (ABAB…: in each loaded block every other agent's placement runs a CPU +
+memory-bandwidth load, started and stopped per block), so a machine that
+drifts slowly does not show as a shift; an agent alone on its node runs quiet
+blocks only. Per agent: the quiet run-to-run CV, the shift of the mean under
+load, the worst hypervisor steal, the noise sources the records saw, and a
+verdict against --max-cv, --max-shift and --max-steal. Exit 1 when an agent
+fails. The default run takes tens of seconds; raise --runs and
 --rep-time for a longer, steadier one.
 
   kbgen node qualify                               # through the sandbox (docker)

@@ -20,10 +20,17 @@ type QueuesCmd struct {
 	JSON   bool   `name:"json" help:"Print a JSON array of {queue, total, idle, busy, waiting, agents:[{name, version, busy, paused, job}]} (through --server also running and as_of)."`
 	Server string `placeholder:"URL" help:"Ask a kbgen serve at URL (http://127.0.0.1:PORT or unix:/path; default: $KBGEN_SERVER) instead of Buildkite: its cached view, no Buildkite request. The bearer token is $KBGEN_SERVER_TOKEN."`
 
+	QueueCheck `embed:""`
+
 	BuildkiteFlags `embed:""`
 }
 
 func (c *QueuesCmd) Run(g *Globals) error {
+	queue, err := c.resolve(g, c.Queue)
+	if err != nil {
+		return err
+	}
+	c.Queue = queue
 	if server := cmp.Or(c.Server, g.Getenv(contract.EnvServer)); server != "" {
 		return c.viaServer(g, server)
 	}

@@ -47,3 +47,42 @@ func TestQueuesViaServer(t *testing.T) {
 		t.Errorf("%d agent list requests for three answers; want 1 (the cached view)", n)
 	}
 }
+
+// TestQueuesDirect: the help's own example, `kbgen queues h100 --json`,
+// reads Buildkite directly with the alias resolved as --server resolves
+// it, and a queue the registry does not know is refused (2) unless
+// --allow-unknown-queue.
+func TestQueuesDirect(t *testing.T) {
+	fake := fakebuildkite.New(nil)
+	defer fake.Close()
+	fake.SetAgents([]fakebuildkite.AgentSpec{
+		{Name: "h100-gpu0", Version: "3.52.1", Queue: "nvidia-h100", BusyWith: "eval"},
+		{Name: "h100-gpu1", Version: "3.52.1", Queue: "nvidia-h100"},
+		{Name: "lab-gpu0", Version: "3.52.1", Queue: "lab-queue"},
+	})
+	env := map[string]string{"BUILDKITE_API_URL": fake.URL(), "BUILDKITE_API_TOKEN": fake.Token, "BUILDKITE_ORG": fake.Org, "BUILDKITE_PIPELINE": fake.Pipeline}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string // in stdout (exit 0) or stderr
+	}{
+		{"alias", []string{"h100", "--json"}, 0, `"total": 2`},
+		{"alias table", []string{"h100"}, 0, "nvidia-h100  2       1     1     0"},
+		{"canonical", []string{"nvidia-h100"}, 0, "nvidia-h100  2       1     1     0"},
+		{"unknown queue", []string{"lab-queue"}, 2, `unknown queue "lab-queue"`},
+		{"unknown queue allowed", []string{"lab-queue", "--allow-unknown-queue"}, 0, "lab-queue  1       1     0     0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runKbgen(t, env, "", append([]string{"queues"}, tc.args...)...)
+			out := res.stdout
+			if tc.code != 0 {
+				out = res.stderr
+			}
+			if res.code != tc.code || !strings.Contains(out, tc.want) {
+				t.Fatalf("kbgen queues %v: exit %d, stdout %q, stderr %q; want exit %d with %q", tc.args, res.code, res.stdout, res.stderr, tc.code, tc.want)
+			}
+		})
+	}
+}

@@ -7,7 +7,7 @@ import (
 
 // RunCmd evaluates the job inside the container and writes result.json.
 type RunCmd struct {
-	PayloadFile string `help:"Read the job from FILE (- for stdin) instead of KERNELBOT_PAYLOAD*; the encoded payload or the plain JSON config. Example: --payload-file job.json" placeholder:"FILE"`
+	PayloadFile string `help:"Read the job from FILE (- for stdin) instead of KERNELBOT_PAYLOAD*; the encoded payload or the plain JSON config. Example: --payload-file job.b64" placeholder:"FILE"`
 	Workdir     string `help:"Directory for the job's files (created; fresh sub-directories per run). Default: a new temporary directory, removed afterwards. Example: --workdir /work" placeholder:"DIR"`
 	Out         string `help:"Where to write the FullResult JSON; always written, even when the job is invalid or the runner fails. Profile traces go to profile_data/ beside it." default:"${result_file}" placeholder:"FILE"`
 	NoUpload    bool   `help:"Do not upload result.json or annotate the build, even when buildkite-agent is on PATH."`
@@ -25,7 +25,8 @@ as Kernelbot's run_eval.py does (py: warm-up "python3 submission.py", then
 "python3 <main> <mode> <cases>"; cu: nvcc, then ./eval.out), and writes
 Kernelbot's FullResult to --out:
 
-  kbgen run --payload-file job.json --out result.json --no-upload
+  kbgen encode --example identity --mode test > job.b64
+  kbgen run --payload-file job.b64 --out result.json --no-upload
 
 Around each benchmark and leaderboard run it records what could disturb the
 timing (hypervisor steal, cgroup throttling, context switches, CPU

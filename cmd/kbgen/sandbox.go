@@ -38,7 +38,7 @@ by hand to debug one job on a node.
 
 What the step asks for comes from the plugin config (BUILDKITE_PLUGINS, or
 BUILDKITE_PLUGIN_GPU_DOCKER_IMAGE, _RUNTIME, _GPUS, _CPUS, _MEMORY,
-_SHM_SIZE, _PIDS_LIMIT, _NETWORK; 'kbgen preview --vendor QUEUE' shows a
+_SHM_SIZE, _PIDS_LIMIT, _NETWORK; 'kbgen preview --queue QUEUE' shows a
 vendor's). Where it may run comes from the agent's environment hook:
 KERNELBOT_GPU_UUID (NVIDIA) or KERNELBOT_GPU_RENDER_NODE (AMD), one GPU or
 a multi-GPU agent's comma-separated set (a step gets all of them),

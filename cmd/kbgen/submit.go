@@ -5,7 +5,6 @@ import (
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -13,9 +12,8 @@ import (
 // SubmitCmd runs one job as a Buildkite build and prints its FullResult.
 type SubmitCmd struct {
 	Queue          string `required:"" placeholder:"QUEUE" help:"Queue (or alias) of the vendor registry whose GPU agents run the job, e.g. h100 or nvidia-h100 (see kbgen vendors); an alias is sent as its queue name."`
-	Vendors        string `help:"Vendor registry YAML replacing the built-in one, to check --queue against. Default: KBGEN_VENDORS." placeholder:"FILE"`
 	RunID          string `name:"run-id" placeholder:"ID" help:"Name of this run, kept in the build's env and meta-data run_id; a retried submit with the same id re-attaches instead of running twice (default: a random kbgen-… id)."`
-	Image          string `placeholder:"REF" help:"Runner image override (KERNELBOT_IMAGE), e.g. ghcr.io/gpu-mode/kbgen-cuda@sha256:…."`
+	Image          string `placeholder:"REF" help:"Runner image override (KERNELBOT_IMAGE), e.g. ghcr.io/gpu-mode/kbgen-runner-cuda@sha256:…."`
 	Priority       string `placeholder:"N" help:"Buildkite job priority for the eval step (KERNELBOT_PRIORITY), e.g. 10."`
 	User           string `placeholder:"KEY" help:"Fair-share key of the submitter (KERNELBOT_USER), e.g. a Discord user id."`
 	BootstrapQueue string `placeholder:"QUEUE" help:"Default: KBGEN_BOOTSTRAP_QUEUE. Queue of Kernelbot's control agents that run the bootstrap step and sign the pipeline (KERNELBOT_BOOTSTRAP_QUEUE); default: the job's own queue. See docs/security.md."`
@@ -23,6 +21,7 @@ type SubmitCmd struct {
 	Commit         string `default:"HEAD" help:"Commit of that branch."`
 	Server         string `placeholder:"URL" help:"Submit through a kbgen serve at URL (http://127.0.0.1:PORT or unix:/path; default: $KBGEN_SERVER) instead of calling Buildkite directly; the bearer token is $KBGEN_SERVER_TOKEN. Same output and exit codes."`
 
+	QueueCheck     `embed:""`
 	JobFlags       `embed:""`
 	BuildkiteFlags `embed:""`
 	WaitFlags      `embed:""`
@@ -57,20 +56,16 @@ func (c *SubmitCmd) job(g *Globals) (*client.Submission, error) {
 	// An unknown queue would give a build that waits forever for an agent:
 	// refuse it here, and send the canonical name so builds, agents and
 	// kbgen queues all agree.
-	reg, err := loadRegistry(g, c.Vendors)
+	queue, err := c.resolve(g, c.Queue)
 	if err != nil {
 		return nil, err
-	}
-	vendor, err := reg.Lookup(c.Queue)
-	if err != nil {
-		return nil, exitcode.With(exitcode.Usage, err)
 	}
 	runID := c.RunID
 	if runID == "" {
 		runID = newRunID()
 	}
 	return &client.Submission{
-		Queue: vendor.Queue, RunID: runID, Encoded: in.Encoded, Mode: in.Config.Mode,
+		Queue: queue, RunID: runID, Encoded: in.Encoded, Mode: in.Config.Mode,
 		Image: c.Image, Priority: c.Priority, User: c.User, BootstrapQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)), Branch: c.Branch, Commit: c.Commit,
 	}, nil
 }
@@ -96,7 +91,8 @@ Exit codes:
 
 Examples:
   export BUILDKITE_API_TOKEN=… BUILDKITE_ORG=gpu-mode BUILDKITE_PIPELINE=kernelbot
+  kbgen encode --example vectoradd > job.b64
   kbgen submit --queue h100 --payload-file job.b64 > result.json
   kbgen submit --queue mi300 --task examples/vectoradd --submission examples/vectoradd/submission.py --mode benchmark
-  kbgen submit --queue h100 -f - --progress=json --timeout 20m < job.json`
+  kbgen submit --queue h100 -f - --progress=json --timeout 20m < job.b64`
 }

@@ -35,34 +35,22 @@ func TestRehearsal(t *testing.T) {
 		t.Skipf("%v; rehearsal skipped", err)
 	}
 	image := testimage.Python(t)
-	dir := t.TempDir()
 	kbgen, companion := kbgenbin.Path(t), kbgenbin.E2EPath(t)
-	run := func(env []string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command(kbgen, args...)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kbgen %s: %v\n%s", strings.Join(args, " "), err, out)
+	setup, start := rehearsalDoc(t)
+	dir := rehearsalRoot(t, image, kbgen, companion, agentBin)
+	path := "PATH=" + filepath.Join(dir, "bin") + ":" + os.Getenv("PATH")
+	runSetup(t, dir, path, setup)
+	for _, staged := range []string{"rehearsal/stage-control", "rehearsal/stage-node"} {
+		if _, err := os.Stat(filepath.Join(dir, staged)); err != nil {
+			t.Fatalf("the documented setup left no %s: %v", staged, err)
 		}
-		return string(out)
 	}
-	fixture := filepath.Join(srcRoot(t), "node", "testdata", "rehearsal")
-	vendors, err := os.ReadFile(filepath.Join(fixture, "vendors.yaml"))
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, "vendors.yaml"), bytes.ReplaceAll(vendors, []byte("python:3.12-slim"), []byte(image)), 0o644))
-	run(nil, "keygen", "--private-out", "signing.jwks", "--public-out", "verification.jwks")
-	run(nil, "node", "install", "--control", "--root", "stage-control", "--signing-key", "signing.jwks", "--vendors", "vendors.yaml",
-		"--kbgen-path", kbgen, "--agent-binary", agentBin)
-	run(nil, "node", "install", "--queue", "nvidia-l40s", "--root", "stage-node", "--sysfs", filepath.Join(fixture, "sys"),
-		"--nvidia-smi", filepath.Join(fixture, "nvidia-smi.csv"), "--reserve-memory", "1g", "--verification-key", "verification.jwks",
-		"--kbgen-path", kbgen, "--agent-binary", agentBin)
-
 	serveAddr := freeAddr(t)
-	rehearsal := exec.Command(companion, "buildkite", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
-		"--agents", "stage-control", "--agents", "stage-node", "--no-gpu", "--kbgen", kbgen,
-		"--webhook", "http://"+serveAddr+"/v1/buildkite/webhook")
-	rehearsal.Dir = dir
+	// The documented line, on free ports and this test's serve address
+	// (a later flag wins in kong).
+	rehearsal := exec.Command(companion, append(start, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
+		"--webhook", "http://"+serveAddr+"/v1/buildkite/webhook")...)
+	rehearsal.Dir, rehearsal.Env = dir, append(os.Environ(), path)
 	stderr := &syncbuf.Buffer{}
 	rehearsal.Stderr = stderr
 	stdout, err := rehearsal.StdoutPipe()
@@ -225,4 +213,72 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool, msg string) {
 		}
 	}
 	t.Error(msg)
+}
+
+// rehearsalDoc is docs/buildkite-setup.md's rehearsal as printed: the
+// setup block's lines, and the arguments of its kbgen-e2e buildkite line.
+func rehearsalDoc(t *testing.T) (setup, start []string) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(srcRoot(t), "docs", "buildkite-setup.md"))
+	must(t, err)
+	_, section, ok := strings.Cut(string(doc), "\n## A rehearsal without a Buildkite account\n")
+	if !ok {
+		t.Fatal("docs/buildkite-setup.md has no rehearsal section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	blocks := strings.Split(section, "```")
+	if len(blocks) < 4 {
+		t.Fatal("the rehearsal section has fewer than two code blocks")
+	}
+	setup = strings.Split(strings.TrimSpace(blocks[1]), "\n")
+	line := strings.TrimSpace(blocks[3])
+	args, ok := strings.CutPrefix(line, "kbgen-e2e ")
+	if !ok {
+		t.Fatalf("the second block is not the kbgen-e2e line: %q", line)
+	}
+	return setup, strings.Fields(args)
+}
+
+// rehearsalRoot is a directory laid out like the repository root for the
+// rehearsal: node/testdata/rehearsal with the local test image in place
+// of python:3.12-slim (no registry to pull from here).
+func rehearsalRoot(t *testing.T, image, kbgen, companion, agent string) string {
+	t.Helper()
+	dir := t.TempDir()
+	fixture := filepath.Join(srcRoot(t), "node", "testdata", "rehearsal")
+	staged := filepath.Join(dir, "node", "testdata", "rehearsal")
+	must(t, os.CopyFS(staged, os.DirFS(fixture)))
+	vendors, err := os.ReadFile(filepath.Join(fixture, "vendors.yaml"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(staged, "vendors.yaml"), bytes.ReplaceAll(vendors, []byte("python:3.12-slim"), []byte(image)), 0o644))
+	must(t, os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
+	for name, target := range map[string]string{"kbgen": kbgen, "kbgen-e2e": companion, "agent": agent} {
+		must(t, os.Symlink(target, filepath.Join(dir, "bin", name)))
+	}
+	return dir
+}
+
+// runSetup runs the documented setup lines in order in one shell, as a
+// reader pastes them, except the two that fetch and build (the binaries
+// are this test's, already in bin/; bin/agent stands for what go install
+// would put there, so the documented mv runs).
+func runSetup(t *testing.T, dir, path string, lines []string) {
+	t.Helper()
+	var script []string
+	for _, l := range lines {
+		if strings.Contains(l, " go build ") || strings.Contains(l, " go install ") {
+			continue
+		}
+		script = append(script, l)
+	}
+	if len(script) < 5 {
+		t.Fatalf("only %d setup lines in the doc: %q", len(script), script)
+	}
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(script, "\n"))
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the documented setup failed: %v\n%s", err, out)
+	} else if strings.Contains(string(out), "will refuse its steps") {
+		t.Errorf("the documented node install says the sandbox will refuse its steps:\n%s", out)
+	}
 }
