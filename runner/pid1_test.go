@@ -18,13 +18,16 @@ import (
 	"github.com/gpu-mode/kbgen/seal"
 )
 
-// killPID1Py is a harness whose test run sends PID 1 every signal Go's
-// runtime would die of (insideSignals), then passes.
+// killPID1Py is a harness whose test run sends PID 1 signals Go's
+// runtime would die of (insideSignals), then passes if it got them at
+// their default itself (an ignored disposition would be inherited).
 const killPID1Py = `import os, signal, sys, time
-for s in ("SIGHUP", "SIGQUIT", "SIGABRT", "SIGSEGV", "SIGSYS"):
+names = ("SIGHUP", "SIGQUIT", "SIGABRT", "SIGSEGV", "SIGSYS")
+for s in names:
     os.kill(1, getattr(signal, s))
     time.sleep(0.1)
-os.write(int(os.environ['POPCORN_FD']), b'check: pass\n')
+ok = all(signal.getsignal(getattr(signal, s)) == signal.SIG_DFL for s in names)
+os.write(int(os.environ['POPCORN_FD']), b'check: pass\n' if ok else b'check: fail\n')
 `
 
 // pid1Run is `kbgen run --sealed` started as PID 1 of a new PID namespace

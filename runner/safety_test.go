@@ -120,9 +120,9 @@ func TestDeviceFailureNeedsTheRunnersEvidence(t *testing.T) {
 
 // runSealed runs cfg as the sandbox runs `kbgen run --sealed` (the key on
 // stdin, the envelope on Sealed), with the out dir prepared by plant, and
-// fails when Run does not return within limit. It returns the outcome, the
-// error and what the envelope holds.
-func runSealed(t *testing.T, ctx context.Context, cfg *payload.Config, plant func(outDir string), limit time.Duration, mutate ...func(*RunOptions)) (Outcome, error, seal.Contents) {
+// fails when Run does not return within limit. It returns the outcome,
+// what the envelope holds and the error.
+func runSealed(t *testing.T, ctx context.Context, cfg *payload.Config, plant func(outDir string), limit time.Duration, mutate ...func(*RunOptions)) (Outcome, seal.Contents, error) {
 	t.Helper()
 	dir := t.TempDir()
 	outDir := filepath.Join(dir, "out")
@@ -171,7 +171,7 @@ func runSealed(t *testing.T, ctx context.Context, cfg *payload.Config, plant fun
 	if err != nil {
 		t.Fatalf("no sealed result (code %d, %v): %v\n%s", r.out.Code, r.err, err, log.String())
 	}
-	return r.out, r.err, c
+	return r.out, c, r.err
 }
 
 // unblockFIFOs opens every FIFO in dir for reading, without waiting, so a
@@ -206,7 +206,7 @@ func plantFIFOs(t *testing.T) func(string) {
 func TestOutDirFIFOsCannotHoldTheRunner(t *testing.T) {
 	needPython(t)
 	t.Run("completed", func(t *testing.T) {
-		out, err, c := runSealed(t, context.Background(), example(t, "identity", "submission", payload.ModeLeaderboard), plantFIFOs(t), time.Minute)
+		out, c, err := runSealed(t, context.Background(), example(t, "identity", "submission", payload.ModeLeaderboard), plantFIFOs(t), time.Minute)
 		if err != nil || out.Code != exitcode.OK || len(c.Result) == 0 || len(c.Noise) == 0 {
 			t.Fatalf("code %d, %v; sealed result %d bytes, noise %d bytes", out.Code, err, len(c.Result), len(c.Noise))
 		}
@@ -218,7 +218,7 @@ func TestOutDirFIFOsCannotHoldTheRunner(t *testing.T) {
 		// As cmd/kbgen's signal context cancels on SIGTERM.
 		ctx, cancel := context.WithCancelCause(context.Background())
 		time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("received terminated")) })
-		out, err, c := runSealed(t, ctx, example(t, "vectoradd", "hang", payload.ModeLeaderboard), plantFIFOs(t), 30*time.Second)
+		out, c, err := runSealed(t, ctx, example(t, "vectoradd", "hang", payload.ModeLeaderboard), plantFIFOs(t), 30*time.Second)
 		if out.Code != exitcode.Canceled || !strings.Contains(string(c.Result), "received terminated") {
 			t.Fatalf("code %d (%v), sealed result:\n%s", out.Code, err, c.Result)
 		}
@@ -237,12 +237,16 @@ func TestNVMLHelperLivesForTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	helperLog := filepath.Join(t.TempDir(), "helper.log")
-	out, err, _ := runSealed(t, context.Background(), example(t, "identity", "submission", payload.ModeLeaderboard), func(string) {}, time.Minute, func(o *RunOptions) {
+	out, c, err := runSealed(t, context.Background(), example(t, "identity", "submission", payload.ModeLeaderboard), func(string) {}, time.Minute, func(o *RunOptions) {
 		o.NVML = nvmlhelper.Location{Path: helper}
 		o.Environ = append(o.Environ, "KBGEN_NVML_LOG="+helperLog)
 	})
 	if err != nil || out.Noise == nil {
 		t.Fatalf("code %d: %v, noise %v", out.Code, err, out.Noise)
+	}
+	// The noise.json the host believes says so too.
+	if n := bytes.Count(c.Noise, []byte(`"source": "nvml"`)); n != 2 {
+		t.Errorf("the sealed noise.json names source nvml %d times, want 2:\n%s", n, c.Noise)
 	}
 	for _, key := range []string{"benchmark", "leaderboard"} {
 		run := out.Noise.Runs[key]
@@ -281,7 +285,7 @@ func TestRunDeviceFailureExitCode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err, _ := runSealed(t, context.Background(), pyJob(payload.ModeLeaderboard, noDevicePy, ""), func(string) {}, time.Minute, func(o *RunOptions) {
+			out, _, err := runSealed(t, context.Background(), pyJob(payload.ModeLeaderboard, noDevicePy, ""), func(string) {}, time.Minute, func(o *RunOptions) {
 				o.NVML = tc.nvml
 				o.Environ = []string{"PATH=" + gpuTools(t, ""), "KBGEN_NVML_LOG=" + filepath.Join(t.TempDir(), "log")}
 			})
