@@ -210,6 +210,8 @@ elif [ -n "$TOKEN_FILE" ]; then
   fi
 elif [ -f "$token_file" ]; then
   ok "agent token already installed ($token_file)"
+elif [ -n "$FIXTURE" ]; then
+  say "note:    no agent token: a rehearsal; staged agents would not start until $token_file exists"
 else
   need "--token-file: the agent token of your Buildkite cluster (Agents > Agent tokens) in a file, or - to read it from stdin"
 fi
