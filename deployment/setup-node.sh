@@ -151,7 +151,7 @@ companion() {
 # verify_release FILE...: SHA256SUMS beside KBGEN_BINARY is signed by a key
 # of the allowed signers and lists each FILE with its hash. Offline.
 verify_release() {
-  local dir sums f want have
+  local dir sums f want have sum name
   dir=$(dirname "$KBGEN_BINARY")
   sums="$dir/SHA256SUMS"
   if [ ! -f "$sums" ] || [ ! -f "$sums.sig" ]; then
@@ -167,7 +167,10 @@ verify_release() {
     return 1
   fi
   for f in "$@"; do
-    want=$(sed -n "s/^\([0-9a-f]\{64\}\)  $(basename "$f")\$/\1/p" "$sums")
+    want=""
+    while read -r sum name; do
+      [ "$name" = "$(basename "$f")" ] && want=$sum
+    done <"$sums"
     have=$(sha256sum "$f" | cut -d' ' -f1)
     if [ -z "$want" ] || [ "$want" != "$have" ]; then
       echo "$(basename "$f") is not in the signed SHA256SUMS with its hash"
@@ -207,6 +210,8 @@ elif [ -n "$TOKEN_FILE" ]; then
   fi
 elif [ -f "$token_file" ]; then
   ok "agent token already installed ($token_file)"
+elif [ -n "$FIXTURE" ]; then
+  say "note:    no agent token: a rehearsal; staged agents would not start until $token_file exists"
 else
   need "--token-file: the agent token of your Buildkite cluster (Agents > Agent tokens) in a file, or - to read it from stdin"
 fi

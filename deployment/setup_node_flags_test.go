@@ -100,6 +100,14 @@ func TestSetupNodeFixtureStaged(t *testing.T) {
 		t.Error("the stale shape agent's files are still there")
 	}
 
+	// The rehearsal --help prints, as printed: no token needed.
+	e.vars["ROOT"] = filepath.Join(e.dir, "stage")
+	out, code = e.run("--fixture", "../node/testdata/h100x8", "--queue", "nvidia-h100", "--shape", "nvidia-h100x8")
+	if code != 0 {
+		t.Errorf("the rehearsal without a token: exit %d:\n%s", code, out)
+	}
+	wantLines(t, out, "note:    no agent token: a rehearsal", "9 agents for queue nvidia-h100")
+
 	delete(e.vars, "ROOT")
 	out, code = e.run("--check-only", "--fixture", "../node/testdata/h100x8", "--queue", "nvidia-h100")
 	if code != 1 {

@@ -161,3 +161,19 @@ func TestInstallChecksSudoers(t *testing.T) {
 		t.Errorf("install without visudo: %v; notes %q", err, rep.Plan.Notes)
 	}
 }
+
+// TestSudoersCommand: sudoers(5)'s escapes for ',', ':' and '='; an
+// argument that would split (whitespace), comment ('#'), continue ('\')
+// or add a rule (a newline) is refused, not escaped.
+func TestSudoersCommand(t *testing.T) {
+	t.Parallel()
+	got, err := sudoersCommand([]string{"/opt/rocm/bin/amd-smi", "reset", "-g", "0000:18:00.0", "-G", "a=b,c"})
+	if want := `/opt/rocm/bin/amd-smi reset -g 0000\:18\:00.0 -G a\=b\,c`; err != nil || got != want {
+		t.Errorf("sudoersCommand = %q, %v; want %q", got, err, want)
+	}
+	for _, arg := range []string{"GPU-1 ALL", "GPU-1#", "GPU-1\nALL ALL=(ALL) ALL", `GPU-1\`, "", "GPU-1\t"} {
+		if got, err := sudoersCommand([]string{"/usr/bin/nvidia-smi", "-i", arg}); err == nil {
+			t.Errorf("argument %q accepted as %q", arg, got)
+		}
+	}
+}

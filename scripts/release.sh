@@ -33,7 +33,8 @@
 # signature against another allowed-signers file (tests, forks).
 #
 # The date is the commit's, not the clock's, so the same commit builds the
-# same bytes (check: run it twice and compare SHA256SUMS). DIST=dir writes
+# same bytes (check: run it twice and compare SHA256SUMS; across machines
+# only the provenance line differs, since it names the builder). DIST=dir writes
 # elsewhere; RELEASE_ARCHES="amd64" builds fewer.
 set -euo pipefail
 
