@@ -31,26 +31,21 @@ type DoctorCmd struct {
 // Help is shown after the flags.
 func (c *DoctorCmd) Help() string {
 	return `One PASS, FAIL or SKIP line per check, and exit status 1 if any failed:
-  agents installed   kbgen node install wrote /etc/buildkite-agent/kbgen/plan.json
-  GPU driver         nvidia-smi (or /dev/kfd + amdgpu) sees one GPU per agent
-  docker             the engine answers
-  NVIDIA container toolkit / ROCm devices   the GPU runtime docker needs
-  GPU profiling counters   where profiling is allowed: the driver's
-                     RmProfilingAdminOnly setting
-  GPU fault reports  the kernel log the sandbox reads Xids from
-                     (dmesg_restrict)
-  cgroup v2          with cpuset, memory and pids, and docker using it
-  kbgen static binary   the kbgen the agents mount into containers is
-                     statically linked (else every step exits 75)
-  gpu-docker plugin pin   the plugin the agents run is this kbgen's
-  buildkite-agent    installed, and a version kbgen accepts
-  kbgen-nvml (NVML)  the NVML helper beside kbgen (else nvidia-smi is used)
-  buildkite-agent-gpu@N.service   each agent's unit is active
-  housekeeping CPUs  host services (systemd, dockerd, containerd, the
-                     agents, sshd) run only on the CPUs no agent owns
-  isolation gpuN     a container started with exactly the sandbox's argv for
-                     that agent sees one GPU (its own), its cpuset and NUMA
-                     node, its memory limit and no swap
+  - agents installed: kbgen node install wrote /etc/buildkite-agent/kbgen/plan.json
+  - GPU driver: nvidia-smi (or /dev/kfd + amdgpu) sees one GPU per agent
+  - docker: the engine answers
+  - NVIDIA container toolkit / ROCm devices: the GPU runtime docker needs
+  - GPU profiling counters: whether the driver lets a job profile (RmProfilingAdminOnly)
+  - GPU fault reports: the kernel log the sandbox reads Xids from (dmesg_restrict)
+  - cgroup v2: with cpuset, memory and pids, and docker using it
+  - kbgen static binary: the kbgen the agents mount into containers is static (else every step exits 75)
+  - gpu-docker plugin pin: the plugin the agents run is this kbgen's
+  - buildkite-agent: installed, and a version kbgen accepts
+  - kbgen-nvml (NVML): the NVML helper beside kbgen (else nvidia-smi answers)
+  - buildkite-agent-gpu@N.service: each agent's unit is active
+  - housekeeping CPUs: host services (systemd, dockerd, containerd, the agents, sshd) run only on the CPUs no agent owns
+  - isolation gpuN: a container started with exactly the sandbox's argv for that agent sees one GPU (its own), its cpuset and NUMA node, its memory limit and no swap
+
 On a control host (kbgen node install --control) it checks instead: the
 control agent's queue, the signing key (private, 0600, owned by the agent
 user), the vendor registry, the token, buildkite-agent and its unit, and

@@ -155,7 +155,7 @@ func TestGenerateSigns(t *testing.T) {
 
 	// Flags beat the env; --signing-key-id picks a key from a rotation set.
 	r = runKbgen(t, env, "", "generate", "--repo-url", "https://x/y.git", "--signing-key-id", "nope")
-	if r.code != exitcode.Failure || !strings.Contains(r.stderr, `no key with id "nope"`) {
+	if r.code != exitcode.Usage || !strings.Contains(r.stderr, `no key with id "nope"`) {
 		t.Fatalf("unknown key id: exit %d, %q", r.code, r.stderr)
 	}
 }
@@ -171,9 +171,9 @@ func TestGenerateSigningErrors(t *testing.T) {
 		msg  string
 	}{
 		"no repo":        {map[string]string{"KBGEN_SIGNING_KEY": priv}, exitcode.Usage, "--repo-url or set BUILDKITE_REPO"},
-		"missing file":   {map[string]string{"KBGEN_SIGNING_KEY": filepath.Join(dir, "none.json"), "BUILDKITE_REPO": "r"}, exitcode.Failure, "reading signing key"},
-		"public key":     {map[string]string{"KBGEN_SIGNING_KEY": pub, "BUILDKITE_REPO": "r"}, exitcode.Failure, "holds a public key"},
-		"not a key file": {map[string]string{"KBGEN_SIGNING_KEY": "/dev/null", "BUILDKITE_REPO": "r"}, exitcode.Failure, "parsing signing key"},
+		"missing file":   {map[string]string{"KBGEN_SIGNING_KEY": filepath.Join(dir, "none.json"), "BUILDKITE_REPO": "r"}, exitcode.Usage, "reading signing key"},
+		"public key":     {map[string]string{"KBGEN_SIGNING_KEY": pub, "BUILDKITE_REPO": "r"}, exitcode.Usage, "holds a public key"},
+		"not a key file": {map[string]string{"KBGEN_SIGNING_KEY": "/dev/null", "BUILDKITE_REPO": "r"}, exitcode.Usage, "parsing signing key"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := map[string]string{}

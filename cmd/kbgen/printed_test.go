@@ -358,13 +358,6 @@ func dockerImageForRecipe(t *testing.T) string {
 	return ""
 }
 
-func writeFile(t *testing.T, p, s string) {
-	t.Helper()
-	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func tailLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")

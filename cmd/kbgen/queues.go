@@ -16,7 +16,7 @@ import (
 
 // QueuesCmd shows GPU capacity and backlog per queue.
 type QueuesCmd struct {
-	Queue  string `arg:"" optional:"" placeholder:"QUEUE" help:"Show only this queue, e.g. h100 (shown even with no agents)."`
+	Queue  string `arg:"" optional:"" placeholder:"QUEUE" help:"Show only this queue (shown even with no agents): a queue of the vendor registry or its alias, e.g. h100 for nvidia-h100."`
 	JSON   bool   `name:"json" help:"Print a JSON array of {queue, total, idle, busy, waiting, agents:[{name, version, busy, paused, job}]} (through --server also running and as_of)."`
 	Server string `placeholder:"URL" help:"Ask a kbgen serve at URL (http://127.0.0.1:PORT or unix:/path; default: $KBGEN_SERVER) instead of Buildkite: its cached view, no Buildkite request. The bearer token is $KBGEN_SERVER_TOKEN."`
 
@@ -87,7 +87,10 @@ func (c *QueuesCmd) Help() string {
 agents are in "default"); busy agents run a job, paused ones take none.
 WAITING counts the pipeline's scheduled or running builds for the queue (its
 meta-data queue) with no job on an agent yet: the queue length Kernelbot shows.
-Exit code 4 when the API cannot be read.
+A QUEUE is read from the vendor registry as submit reads --queue: an alias
+(h100) shows its queue (nvidia-h100), a name the registry does not list is
+refused (exit 2) unless --allow-unknown-queue. Exit code 4 when the API
+cannot be read.
 
 With --server (or KBGEN_SERVER) the same table comes from a kbgen serve's one
 cached view (GET /v1/queues, refreshed at most every 15 s within its API
