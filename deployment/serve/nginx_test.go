@@ -2,17 +2,10 @@ package servedeploy
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/testcert"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -84,13 +78,13 @@ func TestNginxStreams(t *testing.T) {
 func startNginx(t *testing.T, nginx string, servePort int) (string, *http.Client) {
 	t.Helper()
 	dir := t.TempDir()
-	pool := selfSigned(t, dir)
+	pair := testcert.Write(t, dir, "serve", "kbgen-serve")
 	port := freePort(t)
 	site := render(t, "nginx.conf",
 		"server 127.0.0.1:8077;", fmt.Sprintf("server 127.0.0.1:%d;", servePort),
 		"listen 8443 ssl;", fmt.Sprintf("listen 127.0.0.1:%d ssl;", port),
-		"/etc/kbgen/tls/serve.crt", filepath.Join(dir, "serve.crt"),
-		"/etc/kbgen/tls/serve.key", filepath.Join(dir, "serve.key"),
+		"/etc/kbgen/tls/serve.crt", pair.Cert,
+		"/etc/kbgen/tls/serve.key", pair.Key,
 		"proxy_read_timeout 60s;", fmt.Sprintf("proxy_read_timeout %ds;", int(proxyTimeout.Seconds())))
 	writeFile(t, filepath.Join(dir, "site.conf"), site, 0o644)
 	user := ""
@@ -133,37 +127,8 @@ http {
 			t.Fatalf("nginx does not listen on %s:\n%s", addr, log)
 		}
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "kbgen-serve"}}}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pair.Pool, ServerName: "kbgen-serve"}}}
 	return "https://" + addr, hc
-}
-
-// selfSigned writes serve.crt and serve.key (for the name kbgen-serve)
-// into dir and returns a pool that trusts the certificate.
-func selfSigned(t *testing.T, dir string) *x509.CertPool {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kbgen-serve"}, DNSNames: []string{"kbgen-serve"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "serve.crt"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), 0o644)
-	writeFile(t, filepath.Join(dir, "serve.key"), string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})), 0o600)
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return pool
 }
 
 // post submits a run through the proxy, with the bearer token.
