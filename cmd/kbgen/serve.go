@@ -35,6 +35,9 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err := serve.CheckBudget(c.APIBudget, c.UserBudget, c.OrgLimit, c.UserLimit); err != nil {
 		return err
 	}
+	if c.Heartbeat <= 0 {
+		return exitcode.Usagef("--heartbeat %s: the interval must be over 0 (at most %s)", c.Heartbeat, serve.MaxHeartbeat)
+	}
 	serverToken := g.Getenv(contract.EnvServerToken)
 	endpoint, err := serve.ParseListenTLS(c.Listen, serverToken, c.TLSCert, c.TLSKey)
 	if err != nil {

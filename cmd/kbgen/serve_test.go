@@ -176,6 +176,7 @@ func TestServeRefusesAtOnce(t *testing.T) {
 		{"a budget over the organization's limit", []string{"--api-budget", "500"}, "--api-budget 500 is outside 1..200"},
 		{"a budget over a user's limit", []string{"--user-budget", "80"}, "--user-budget 80 is outside 1..50"},
 		{"a heartbeat a proxy would cut", []string{"--heartbeat", "45s"}, "heartbeat 45s is outside"},
+		{"no heartbeat", []string{"--heartbeat", "0s"}, "--heartbeat 0s: the interval must be over 0"},
 		{"a port in use", []string{"--listen", taken.Addr().String()}, "address already in use"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
