@@ -193,7 +193,9 @@ func (c *Client) CancelBuild(ctx context.Context, number int) error {
 // Cancel is CancelBuild that also returns the build as Buildkite then
 // reports it: its cancel answer (canceling, or canceled when no job
 // was running), or after a 422 the build seen finished, in whatever
-// state it ended (passed: it finished before the cancel came).
+// state it ended (passed: it finished before the cancel came). A build
+// that goes on after a 422 is returned with the error (canceling: a
+// cancel already on its way).
 func (c *Client) Cancel(ctx context.Context, number int) (*Build, error) {
 	got, err := c.bk.Builds.Cancel(ctx, c.opts.Org, c.opts.Pipeline, strconv.Itoa(number))
 	if err == nil {
@@ -208,7 +210,7 @@ func (c *Client) Cancel(ctx context.Context, number int) (*Build, error) {
 		case b.Finished():
 			return b, nil
 		}
-		return nil, fmt.Errorf("canceling build %d: %w, and it goes on (state %s)", number, serr, b.State)
+		return b, fmt.Errorf("canceling build %d: %w, and it goes on (state %s)", number, serr, b.State)
 	}
 	return nil, fmt.Errorf("canceling build %d: %w", number, serr)
 }

@@ -45,12 +45,16 @@ func (s *Service) Cancel(r *Run, why string) {
 // its next poll (retryCancels): a run that read timed_out while its build
 // ran on would read otherwise after a restart.
 func (s *Service) cancelBuild(r *Run, why string) {
-	build, _, _, deadline, _, _ := r.snapshot()
+	build, _, _, _, _, _ := r.snapshot()
 	ctx, done := context.WithTimeout(WithClass(s.ctx, Urgent), 30*time.Second)
 	defer done()
 	b, err := s.cfg.Client.Cancel(ctx, build)
 	now := s.cfg.Now()
 	switch {
+	case err != nil && b != nil && b.State == client.StateCanceling:
+		// Someone's cancel is on its way (Buildkite refuses another): it
+		// ends canceled, which reads as this one would.
+		s.finishCanceled(r, b, why, now)
 	case err != nil:
 		s.logf("run %s: %s; canceling build %d failed (trying again at the next poll): %v", r.ID, why, build, err)
 		r.mu.Lock()
@@ -60,13 +64,24 @@ func (s *Service) cancelBuild(r *Run, why string) {
 		s.logf("run %s: %s, but build %d had finished (%s): its own outcome stands", r.ID, why, build, b.State)
 		s.seen(b)
 	default:
-		r.mu.Lock()
+		s.finishCanceled(r, b, why, now)
+	}
+}
+
+// finishCanceled ends a run whose build Buildkite is canceling or has
+// canceled: its state and a canceled event saying why, then its outcome
+// (unless the watcher, seeing the canceled build, ended it first: then
+// it ended the same, and nothing follows its done event).
+func (s *Service) finishCanceled(r *Run, b *client.Build, why string, now time.Time) {
+	r.mu.Lock()
+	done, deadline := r.done, r.deadline
+	if !done {
 		r.observeLocked(b, now)
 		r.emitLocked(client.Event{Kind: "canceled", State: b.State, Error: why}, now)
-		r.mu.Unlock()
-		s.logf("run %s: %s; build %d canceled (%s)", r.ID, why, build, b.State)
-		r.finish(client.TimedOut, canceledResult(build, deadline), s.keep, now)
 	}
+	r.mu.Unlock()
+	s.logf("run %s: %s; build %d canceled (%s)", r.ID, why, b.Number, b.State)
+	r.finish(client.TimedOut, canceledResult(b.Number, deadline), s.keep, now)
 }
 
 // retryCancels asks again to cancel the builds whose cancel failed.

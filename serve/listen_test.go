@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/testcert"
 )
 
 func TestParseListen(t *testing.T) {
@@ -20,7 +21,7 @@ func TestParseListen(t *testing.T) {
 		{"IPv6 loopback", "[::1]:0", "t", ""},
 		{"a socket needs no token", "unix:/tmp/kbgen.sock", "", ""},
 		{"TCP without a token", "127.0.0.1:0", "", "KBGEN_SERVER_TOKEN is required"},
-		{"every interface", "0.0.0.0:8077", "t", "not a loopback address"},
+		{"every interface", "0.0.0.0:8077", "t", "not a loopback address; kbgen serve runs beside the backend (to reach it from another host, give it --tls-cert and --tls-key"},
 		{"a public name", "example.com:8077", "t", "not a loopback address"},
 		{"no port", "127.0.0.1", "t", "want 127.0.0.1:PORT or unix:/path"},
 		{"a socket without a path", "unix:", "", "needs a path"},
@@ -64,5 +65,40 @@ func TestListenUnixSocket(t *testing.T) {
 	}
 	if got := e.where(ln); got != "unix:"+path {
 		t.Errorf("where %q", got)
+	}
+}
+
+// TestParseListenTLS: with --tls-cert and --tls-key the service may listen
+// on any TCP address, the token still required; a pair that does not load
+// is exit 2 at once.
+func TestParseListenTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pair := testcert.Write(t, dir, "serve", "127.0.0.1")
+	other := testcert.Write(t, dir, "other", "127.0.0.1")
+	for _, tc := range []struct {
+		name, listen, token, cert, key string
+		wantErr                        string // "": accepted
+	}{
+		{"every interface with TLS", "0.0.0.0:0", "t", pair.Cert, pair.Key, ""},
+		{"loopback with TLS", "127.0.0.1:0", "t", pair.Cert, pair.Key, ""},
+		{"TLS without a token", "0.0.0.0:0", "", pair.Cert, pair.Key, "KBGEN_SERVER_TOKEN is required"},
+		{"a certificate without its key", "0.0.0.0:0", "t", pair.Cert, "", "go together"},
+		{"a key that is not the certificate's", "0.0.0.0:0", "t", pair.Cert, other.Key, "private key does not match public key"},
+		{"TLS on a socket", "unix:/tmp/kbgen.sock", "", pair.Cert, pair.Key, "for a TCP --listen"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, err := ParseListenTLS(tc.listen, tc.token, tc.cert, tc.key)
+			if tc.wantErr == "" {
+				if err != nil || e.tls == nil {
+					t.Fatalf("refused: %v (TLS %v)", err, e.tls != nil)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || exitcode.Of(err) != exitcode.Usage {
+				t.Fatalf("err %v (exit %d), want exit 2 saying %q", err, exitcode.Of(err), tc.wantErr)
+			}
+		})
 	}
 }

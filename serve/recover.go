@@ -46,6 +46,12 @@ func (s *Service) recover(ctx context.Context) error {
 	if n > 0 {
 		s.logf("startup: resumed %d runs (%d in flight)", n, len(inflight))
 	}
+	// The orphan grace of a resumed run starts when the service can
+	// answer its client, not when a long scan found it.
+	now := s.cfg.Now()
+	for _, r := range s.runs.active() {
+		r.touch(now)
+	}
 	return nil
 }
 

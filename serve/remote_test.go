@@ -64,3 +64,25 @@ func TestRemoteInterrupt(t *testing.T) {
 		t.Errorf("%d cancel requests", n)
 	}
 }
+
+// TestRemoteSkipsHeartbeats: kbgen submit --server's client passes no
+// heartbeat line on as an event and does not count it: a run quiet for 15
+// heartbeats ends as it would without them.
+func TestRemoteSkipsHeartbeats(t *testing.T) {
+	sc := fastScript
+	sc.Finish = 1500 * time.Millisecond
+	r := newRig(t, rigOpts{script: sc, heartbeat: 50 * time.Millisecond, pollEvery: 200 * time.Millisecond})
+	rem, _ := NewRemote(r.http.URL, testToken)
+	var kinds []string
+	st, err := rem.Run(context.Background(), RunRequest{RunID: "beats", Queue: "h100", Payload: testPayload(t)}, func(e client.Event) {
+		kinds = append(kinds, e.Kind)
+	})
+	if err != nil || st.Status != StatusObtained {
+		t.Fatalf("%+v %v", st, err)
+	}
+	for _, k := range kinds {
+		if k == HeartbeatKind {
+			t.Fatalf("the client passed a heartbeat on as an event: %v", kinds)
+		}
+	}
+}

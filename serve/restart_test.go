@@ -249,3 +249,35 @@ func TestStreamAlwaysEndsWithDone(t *testing.T) {
 		}
 	}
 }
+
+// TestTwinSightings: only a build of another instance created since this
+// start is a twin's (an earlier life's builds are not), and a sighting
+// counts for TwinMemory (a rolling update's overlap is not reported for
+// ever).
+func TestTwinSightings(t *testing.T) {
+	clock := &fakeNow{t: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
+	c, err := client.New(client.Options{APIURL: "http://127.0.0.1:1/", Org: "o", Pipeline: "p", Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{Client: c, Budget: NewBudget(100), Now: clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(inst string, created time.Duration) *client.Build {
+		return &client.Build{Number: 7, CreatedAt: svc.started.Add(created), MetaData: map[string]string{MetaDataInstance: inst}}
+	}
+	svc.noteForeign(build("earlier-life", -time.Minute))
+	svc.noteForeign(build(svc.instance, time.Minute))
+	if c := svc.Conflict(); c != "" {
+		t.Fatalf("a conflict from an earlier life's build or its own: %s", c)
+	}
+	svc.noteForeign(build("twin", time.Minute))
+	if c := svc.Conflict(); !strings.Contains(c, "instance twin") {
+		t.Fatalf("conflict %q, want the twin named", c)
+	}
+	clock.add(TwinMemory + time.Second)
+	if c := svc.Conflict(); c != "" {
+		t.Fatalf("still a conflict %s after the twin's last build: %s", TwinMemory, c)
+	}
+}

@@ -93,10 +93,11 @@ func (r *Run) observeLocked(b *client.Build, now time.Time) {
 func (r *Run) observe(b *client.Build, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.done {
+	switch {
+	case !r.done:
 		r.observeLocked(b, now)
-	} else if b.State != "" {
-		r.buildState = b.State
+	case b.State != "" && !client.FinishedState(r.buildState):
+		r.buildState = b.State // never back from a final state (a list that lags)
 	}
 }
 

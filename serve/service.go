@@ -117,6 +117,8 @@ type Service struct {
 	instance string
 	started  time.Time
 	twin     *twin
+	// routes are the handlers added beside the API (Handle).
+	routes []route
 }
 
 // outage is why the startup scan has not succeeded yet.

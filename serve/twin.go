@@ -26,29 +26,36 @@ func newInstance() string {
 
 // twin is what the service knows of another service of its name.
 type twin struct {
-	instance string
-	build    int
-	since    time.Time
+	instance    string
+	build       int
+	since, last time.Time
 }
+
+// TwinMemory is how long a sighting of another service of the same name
+// counts: a rolling update that ran the old and the new service side by
+// side for a moment is reported while it lasts, not for ever after.
+const TwinMemory = 10 * time.Minute
 
 // noteForeign is called for a build of the service's name that it does
 // not know. One created since this process started by another instance
-// is a second service of the same name: the health check fails from then
-// on (503, Health.Conflict) and the log says so, loudly, once per other
-// instance. Builds of an earlier life of the service (created before this
-// start) are not a twin's.
+// is a second service of the same name: the health check fails while it
+// is seen (503, Health.Conflict; TwinMemory after its last build) and the
+// log says so, loudly, at each new sighting. Builds of an earlier life of
+// the service (created before this start) are not a twin's.
 func (s *Service) noteForeign(b *client.Build) {
 	inst := b.MetaData[MetaDataInstance]
 	if inst == "" || inst == s.instance || b.CreatedAt.Before(s.started) {
 		return
 	}
+	now := s.cfg.Now()
 	s.downMu.Lock()
-	first := s.twin == nil || s.twin.instance != inst
-	if first {
-		s.twin = &twin{instance: inst, build: b.Number, since: s.cfg.Now()}
+	fresh := s.twin == nil || s.twin.instance != inst || now.Sub(s.twin.last) > TwinMemory
+	if fresh {
+		s.twin = &twin{instance: inst, since: now}
 	}
+	s.twin.build, s.twin.last = b.Number, now
 	s.downMu.Unlock()
-	if first {
+	if fresh {
 		s.logf("WARNING: %s", s.Conflict())
 	}
 }
@@ -57,18 +64,18 @@ func (s *Service) noteForeign(b *client.Build) {
 func (s *Service) Conflict() string {
 	s.downMu.Lock()
 	defer s.downMu.Unlock()
-	if s.twin == nil {
+	if s.twin == nil || s.cfg.Now().Sub(s.twin.last) > TwinMemory {
 		return ""
 	}
-	return fmt.Sprintf("another kbgen serve named %q (instance %s, this one is %s) created build %d on this pipeline since %s; two services on one pipeline take each other's builds for their own (a restart adopts and cancels them): stop one, or give each its own --name",
-		s.cfg.Name, s.twin.instance, s.instance, s.twin.build, s.twin.since.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("another kbgen serve named %q (instance %s, this one is %s) created build %d on this pipeline, last seen %s; two services on one pipeline take each other's builds for their own (a restart adopts and cancels them): stop one, or give each its own --name",
+		s.cfg.Name, s.twin.instance, s.instance, s.twin.build, s.twin.last.UTC().Format(time.RFC3339))
 }
 
 // twinInstance is the other service's instance, "" while none is known.
 func (s *Service) twinInstance() string {
 	s.downMu.Lock()
 	defer s.downMu.Unlock()
-	if s.twin == nil {
+	if s.twin == nil || s.cfg.Now().Sub(s.twin.last) > TwinMemory {
 		return ""
 	}
 	return s.twin.instance

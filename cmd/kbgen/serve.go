@@ -12,7 +12,9 @@ import (
 
 // ServeCmd runs the service the Kernelbot backend talks to.
 type ServeCmd struct {
-	Listen         string        `required:"" placeholder:"ADDR" help:"Where to listen: 127.0.0.1:PORT (a loopback address; port 0 picks one) or unix:/path/to/socket (mode 0600)."`
+	Listen         string        `required:"" placeholder:"ADDR" help:"Where to listen: 127.0.0.1:PORT (a loopback address; port 0 picks one) or unix:/path/to/socket (mode 0600); with --tls-cert and --tls-key any HOST:PORT (a private network between hosts)."`
+	TLSCert        string        `name:"tls-cert" placeholder:"FILE" type:"existingfile" help:"Serve HTTPS with this certificate (PEM, the chain after it), so the bearer token never crosses a network in plain HTTP; needs --tls-key. Read at start: restart to rotate."`
+	TLSKey         string        `name:"tls-key" placeholder:"FILE" type:"existingfile" help:"The private key (PEM) of --tls-cert."`
 	APIBudget      int           `name:"api-budget" default:"${api_budget}" help:"Most Buildkite REST requests per minute kbgen serve makes with all its tokens together (a new organization's limit is 200, shared with everyone in it)."`
 	UserBudget     int           `name:"user-budget" default:"${user_budget}" help:"Most requests per minute with each token (Buildkite limits each user to 50 a minute by default); several tokens of different users (--token-file, one a line) add up, to --api-budget at most."`
 	Name           string        `default:"kbgen" help:"Tags this service's builds (meta-data kbgen_service=NAME); a restarted service resumes the builds of its name."`
@@ -33,8 +35,11 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err := serve.CheckBudget(c.APIBudget, c.UserBudget, c.OrgLimit, c.UserLimit); err != nil {
 		return err
 	}
+	if c.Heartbeat <= 0 {
+		return exitcode.Usagef("--heartbeat %s: the interval must be over 0 (at most %s)", c.Heartbeat, serve.MaxHeartbeat)
+	}
 	serverToken := g.Getenv(contract.EnvServerToken)
-	endpoint, err := serve.ParseListen(c.Listen, serverToken)
+	endpoint, err := serve.ParseListenTLS(c.Listen, serverToken, c.TLSCert, c.TLSKey)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
+	"github.com/gpu-mode/kbgen/internal/testcert"
 )
 
 // serveProc is a real `kbgen serve` process.
@@ -175,6 +176,7 @@ func TestServeRefusesAtOnce(t *testing.T) {
 		{"a budget over the organization's limit", []string{"--api-budget", "500"}, "--api-budget 500 is outside 1..200"},
 		{"a budget over a user's limit", []string{"--user-budget", "80"}, "--user-budget 80 is outside 1..50"},
 		{"a heartbeat a proxy would cut", []string{"--heartbeat", "45s"}, "heartbeat 45s is outside"},
+		{"no heartbeat", []string{"--heartbeat", "0s"}, "--heartbeat 0s: the interval must be over 0"},
 		{"a port in use", []string{"--listen", taken.Addr().String()}, "address already in use"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,5 +214,47 @@ func TestHealthProbe(t *testing.T) {
 	}
 	if res := runKbgen(t, map[string]string{}, "", "health", "ftp://x"); res.code != 2 {
 		t.Fatalf("health of ftp://x: exit %d, stderr %s", res.code, res.stderr)
+	}
+}
+
+// TestServeTLS: with --tls-cert and --tls-key kbgen serve listens on every
+// interface and answers HTTPS only: kbgen health and kbgen submit --server
+// reach it with the certificate trusted (SSL_CERT_FILE, as Go reads it),
+// not without, and plain HTTP gets no answer.
+func TestServeTLS(t *testing.T) {
+	fake := fakebuildkite.New(nil)
+	defer fake.Close()
+	fake.SetScript(fakebuildkite.Script{BootStart: 50 * time.Millisecond, Uploaded: 100 * time.Millisecond, EvalStart: 150 * time.Millisecond, Finish: 500 * time.Millisecond})
+	bin := kbgenbin.Path(t)
+	pair := testcert.Write(t, t.TempDir(), "serve", "127.0.0.1")
+	p := startServe(t, bin, fake, map[string]string{"KBGEN_SERVER_TOKEN": "tls-token"},
+		"--listen", "0.0.0.0:0", "--tls-cert", pair.Cert, "--tls-key", pair.Key)
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(p.url, "https://"))
+	if err != nil || !strings.HasPrefix(p.url, "https://") {
+		t.Fatalf("serve says it listens on %q (%v), want https://…", p.url, err)
+	}
+	url := "https://127.0.0.1:" + port
+	trusted := []string{"PATH=" + os.Getenv("PATH"), "SSL_CERT_FILE=" + pair.Cert, "KBGEN_SERVER_TOKEN=tls-token"}
+	for _, tc := range []struct {
+		name     string
+		env      []string
+		args     []string
+		stdin    string
+		wantCode int
+		want     string
+	}{
+		{"health, certificate trusted", trusted, []string{"health", url}, "", 0, `"ok":true`},
+		{"health, certificate unknown", []string{"PATH=" + os.Getenv("PATH")}, []string{"health", url}, "", 4, "certificate"},
+		{"health over plain HTTP", trusted, []string{"health", "--timeout", "3s", "http://127.0.0.1:" + port}, "", 4, "kbgen serve: GET /"},
+		{"submit --server", trusted, []string{"submit", "--server", url, "--queue", "h100", "-f", "-", "-q"}, serveJob(t), 0, `"success":true`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			cmd.Env, cmd.Stdin = tc.env, strings.NewReader(tc.stdin)
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != tc.wantCode || !strings.Contains(string(out), tc.want) {
+				t.Fatalf("exit %d, output %s; want exit %d with %q", code, out, tc.wantCode, tc.want)
+			}
+		})
 	}
 }
