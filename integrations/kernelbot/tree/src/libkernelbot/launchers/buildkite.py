@@ -123,8 +123,11 @@ class BuildkiteLauncher(Launcher):
             )
         self.outage_tolerance = outage_tolerance
         self.stream_read_timeout = stream_read_timeout
-        if self.url is None:
-            return
+        if self.url is not None:
+            self._check_server()
+
+    def _check_server(self) -> None:
+        """Refuse, at start, settings no request could succeed with."""
         if not self.url.startswith(SCHEMES):
             raise ValueError(
                 f"KBGEN_SERVER={self.url!r} is not a kbgen serve URL: it must start with "
@@ -440,7 +443,7 @@ def parse_event(raw: bytes) -> dict | None:
         event = json.loads(raw)
     except ValueError:
         if raw.strip():
-            logger.info("kbgen serve sent an unreadable event line, ignored: %r", raw[:200])
+            logger.debug("kbgen serve sent an unreadable event line, ignored: %r", raw[:200])
         return None
     if not isinstance(event, dict) or not isinstance(event.get("event"), str):
         return None
