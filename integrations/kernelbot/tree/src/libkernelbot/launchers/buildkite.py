@@ -195,7 +195,7 @@ class BuildkiteLauncher(Launcher):
                 # Inner requests handle their own timeouts: this is the run's deadline.
                 await asyncio.shield(api.cancel("deadline"))
                 raise await progress.fail(
-                    f"not done within its budget of {budget:.0f}s (queue wait included); "
+                    f"not done within its budget of {budget:g}s (queue wait included); "
                     "the build was canceled"
                 ) from None
             except asyncio.CancelledError:
