@@ -73,12 +73,20 @@ def test_admin_commands_list_every_gpu():
 
 def profile_result(url: str) -> FullResult:
     run = RunResult(
-        success=True, passed=True, command="ncu ./eval.out", stdout="", stderr="", exit_code=0,
-        duration=1.0, result={"benchmark-count": "1", "benchmark.0.spec": "k=1", "benchmark.0.report": ""},
+        success=True,
+        passed=True,
+        command="ncu ./eval.out",
+        stdout="",
+        stderr="",
+        exit_code=0,
+        duration=1.0,
+        result={"benchmark-count": "1", "benchmark.0.spec": "k=1", "benchmark.0.report": ""},
     )
     start = datetime.datetime(2026, 1, 1)
     profile = ProfileResult(profiler="ncu", trace="", download_url=url)
-    runs = {"profile.0": EvalResult(start=start, end=start, compilation=None, run=run, profile=profile)}
+    runs = {
+        "profile.0": EvalResult(start=start, end=start, compilation=None, run=run, profile=profile)
+    }
     return FullResult(success=True, error="", system=SystemInfo(), runs=runs)
 
 
@@ -92,4 +100,3 @@ def profile_result(url: str) -> FullResult:
 def test_profile_link_label(url, label):
     links = [d for d in generate_report(profile_result(url)).data if isinstance(d, Link)]
     assert [(link.text, link.url) for link in links] == [(label, url)]
-
