@@ -305,6 +305,8 @@ async def test_run_submission_returns_kernelbot_dataclasses(caplog):
         b"[1]\n",
         RUNNING,
         line({"event": "new-kind"}),
+        line({"event": "job", "state": "scheduled", "elapsed": 1.6}),
+        line({"event": "budget", "state": "waiting for API budget", "elapsed": 1.7}),
         DONE,
     ]
     async with FakeServe(streams=[stream]) as serve:
@@ -330,7 +332,13 @@ async def test_run_submission_returns_kernelbot_dataclasses(caplog):
     assert serve.paths("DELETE") == []
     assert reporter.messages == ["⏳ Submitting to Buildkite queue `nvidia-h100`..."]
     assert f"[7](<{BUILD_URL}>)" in reporter.updates[0]
-    assert "running" in reporter.updates[1]
+    link = f"Buildkite build [7](<{BUILD_URL}>)"
+    # The build's state stays in view when its eval job's and the budget's follow.
+    assert reporter.updates[1:4] == [
+        f"⏳ {link}: running (1.5s)",
+        f"⏳ {link}: running, eval job scheduled (1.6s)",
+        f"⏳ {link}: running, eval job scheduled, waiting for API budget (1.7s)",
+    ]
     assert reporter.updates[-1].startswith("✅")
     logs = caplog.text
     assert body["run_id"] in logs and BUILD_URL in logs and "running" in logs

@@ -596,7 +596,9 @@ class _Progress:
         self.run_id = run_id
         self.build = ""
         self.url = ""
-        self.state = "submitted"
+        # The build's state and its eval job's are kept apart: a job event right after a
+        # build event must not hide that the build runs.
+        self.states = {"state": "submitted", "job": "", "budget": ""}
 
     async def _show(self, text: str, push: bool = False) -> None:
         if self.status is None:
@@ -609,6 +611,14 @@ class _Progress:
     def _link(self) -> str:
         return f"Buildkite build [{self.build}](<{self.url}>)" if self.build else "Buildkite run"
 
+    def _state(self) -> str:
+        text = self.states["state"]
+        if self.states["job"]:
+            text += f", eval job {self.states['job']}"
+        if self.states["budget"]:
+            text += f", {self.states['budget']}"
+        return text
+
     async def start(self, queue: str) -> None:
         await self._show(f"⏳ Submitting to Buildkite queue `{queue}`...", push=True)
 
@@ -616,28 +626,21 @@ class _Progress:
         kind = e.get("event")
         if kind == "created":
             self.build, self.url = str(e.get("build", "")), str(e.get("url", ""))
-            self.state = "created"
+            self.states["state"] = "created"
             logger.info("Buildkite run %s: build %s %s", self.run_id, self.build, self.url)
-        elif kind in ("state", "job", "budget"):
-            self.state = str(e.get("state", ""))
-            logger.info(
-                "Buildkite run %s: build %s %s %s", self.run_id, self.build, kind, self.state
-            )
-        elif kind == "canceled":
-            self.state = "canceled"
-            logger.warning(
-                "Buildkite run %s: build %s canceled: %s",
-                self.run_id,
-                self.build,
-                e.get("error", ""),
-            )
+        elif kind in ("state", "job", "budget", "canceled"):
+            state = "canceled" if kind == "canceled" else str(e.get("state", ""))
+            self.states.update({"budget": "", kind if kind != "canceled" else "state": state})
+            log = logger.warning if kind == "canceled" else logger.info
+            why = f": {e['error']}" if e.get("error") else ""
+            log("Buildkite run %s: build %s %s %s%s", self.run_id, self.build, kind, state, why)
         else:
             return  # an event kind this launcher does not show
         try:
             elapsed = float(e.get("elapsed", 0))
         except (TypeError, ValueError):
             elapsed = 0.0
-        await self._show(f"⏳ {self._link()}: {self.state} ({elapsed:.1f}s)")
+        await self._show(f"⏳ {self._link()}: {self._state()} ({elapsed:.1f}s)")
 
     async def fail(self, why: str) -> KbgenError:
         """The error to raise for a run that could not run, shown and logged first."""
