@@ -7,7 +7,8 @@
 #      test_modal, test_github, test_report, test_task, test_utils,
 #      test_kernelguard, and the patch's test_buildkite; the tests that need
 #      Kernelbot's PostgreSQL are skipped, saying so);
-#   3. checks the result contract: every FullResult kbgen keeps as a golden
+#   3. checks the patch's edits to Kernelbot's own files
+#      (scripts/kernelbot-check/test_patched_kernelbot.py) and the result contract: every FullResult kbgen keeps as a golden
 #      file goes through Kernelbot's own dataclasses with no field they lack
 #      (scripts/kernelbot-check/contract.py);
 #   4. unless --no-e2e (then it says that this part did not run), runs a
@@ -64,6 +65,10 @@ echo "--- Kernelbot's tests (no database)"
 (cd "$work/kernelbot" && "$py" -m pytest -p nodb -p no:cacheprovider -W ignore::DeprecationWarning -m "not integration" -rs \
   tests/test_backend.py tests/test_modal.py tests/test_github.py tests/test_report.py tests/test_task.py \
   tests/test_utils.py tests/test_kernelguard.py tests/test_buildkite.py)
+
+echo "--- the patch's edits to Kernelbot's files (env.py, main.py, admin_cog.py, report.py)"
+(cd "$work/kernelbot" && "$py" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
+  "$here/scripts/kernelbot-check/test_patched_kernelbot.py")
 
 echo "--- the result contract: kbgen's golden results through Kernelbot's dataclasses"
 "$py" "$here/scripts/kernelbot-check/contract.py" "$here"

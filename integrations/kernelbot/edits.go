@@ -264,7 +264,8 @@ var adminHunks = []hunk{
 		ctx(`            selected_gpus = view.selected_gpus`, `        elif isinstance(gpu, str):`),
 		add(
 			`            if get_gpu_by_name(gpu) is None:`,
-			`                raise KernelBotError(f"Unknown GPU {gpu}: choose one of {', '.join(admin_gpu_names())}")`,
+			`                known = ", ".join(admin_gpu_names())`,
+			`                raise KernelBotError(f"Unknown GPU {gpu}: choose one of {known}")`,
 		),
 		ctx(`            selected_gpus = [gpu]`, `        else:`, `            selected_gpus = gpu`),
 	)},

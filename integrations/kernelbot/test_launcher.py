@@ -13,6 +13,7 @@ import aiohttp
 
 from libkernelbot.consts import get_gpu_by_name
 from libkernelbot.launchers import BuildkiteLauncher
+from libkernelbot.launchers import buildkite
 from libkernelbot.launchers.buildkite import KbgenError
 from libkernelbot.report import RunProgressReporter
 from libkernelbot.run_eval import EvalResult, FullResult
@@ -100,6 +101,24 @@ class LauncherTest(unittest.IsolatedAsyncioTestCase):
             await asyncio.sleep(0.1)
         self.assertEqual(st["status"], "timed_out", st)
         self.assertIn("canceled", st["result"]["error"])
+
+    async def test_deadline_cancels_the_build(self):
+        # A budget of 1.25 s (ranked_timeout 1, no start-up slack, 0.25 s of queue wait): the
+        # stand-in's build takes 2 s, so the launcher's own deadline fires, before kbgen
+        # serve's (the same deadline, counted from the create and seen at its next poll).
+        slack, buildkite.STARTUP_SLACK = buildkite.STARTUP_SLACK, 0
+        try:
+            config = {**job(), "ranked_timeout": 1}
+            with self.assertRaisesRegex(KbgenError, "py-deadline.*not done within its budget of 1.25s"):
+                await launcher(queue_timeout=0.25).run_submission(config, H100, Reporter(), run_id="py-deadline")
+        finally:
+            buildkite.STARTUP_SLACK = slack
+        for _ in range(100):
+            st = await run_status("py-deadline")
+            if st.get("state") == "done":
+                break
+            await asyncio.sleep(0.1)
+        self.assertEqual(st["status"], "timed_out", st)
 
     async def test_queue_status(self):
         one = launcher()

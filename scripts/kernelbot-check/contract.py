@@ -52,13 +52,17 @@ def main() -> int:
     for path in files:
         data = json.loads(path.read_text(encoding="utf-8"))
         try:
-            result = to_full_result(data, "https://buildkite.com/org/pipeline/builds/1", strict=True)
+            result = to_full_result(
+                data, "https://buildkite.com/org/pipeline/builds/1", strict=True
+            )
             assert isinstance(result, FullResult)
             print(f"ok    {path.relative_to(root)}: runs {sorted(result.runs)}")
         except (TypeError, ValueError, KeyError) as e:
             failed += 1
             print(f"FAIL  {path.relative_to(root)}: {e}")
-    print(f"contract: {len(files) - failed} of {len(files)} kbgen results are Kernelbot's FullResult")
+    print(
+        f"contract: {len(files) - failed} of {len(files)} kbgen results are Kernelbot's FullResult"
+    )
     return 1 if failed else 0
 
 

@@ -13,14 +13,13 @@ import zlib
 
 import pytest
 from aiohttp import web
-
 from libkernelbot.background_submission_manager import HARD_TIMEOUT_SEC
 from libkernelbot.consts import BUILDKITE_QUEUES, GPU_TO_SM, BuildkiteGPU, get_gpu_by_name
-from libkernelbot.launchers import BuildkiteLauncher
-from libkernelbot.launchers import buildkite
 from libkernelbot.report import RunProgressReporter
 from libkernelbot.run_eval import EvalResult, FullResult, ProfileResult, RunResult, SystemInfo
 from libkernelbot.utils import KernelBotError
+
+from libkernelbot.launchers import BuildkiteLauncher, buildkite
 
 BUILD_URL = "https://buildkite.com/gpu-mode/kernelbot/builds/7"
 TOKEN = "serve-token-not-for-logs"
@@ -154,7 +153,9 @@ class FakeServe:
         if self.post_status >= 400:
             return web.json_response({"error": "unknown queue"}, status=self.post_status)
         self.known = True
-        return web.json_response({"run_id": body["run_id"], "state": "queued"}, status=self.post_status)
+        return web.json_response(
+            {"run_id": body["run_id"], "state": "queued"}, status=self.post_status
+        )
 
     async def get(self, request):
         await self._record(request)
@@ -253,8 +254,14 @@ def test_bad_settings_fail_at_construction(kwargs, message):
 def test_settings():
     launcher = BuildkiteLauncher(url="unix:/run/kbgen/serve.sock", queue_timeout="300")
     assert (launcher.name, launcher.gpus) == ("Buildkite", BuildkiteGPU)
-    assert (launcher.url, launcher.token, launcher.queue_timeout) == ("unix:/run/kbgen/serve.sock", "", 300)
-    assert BuildkiteLauncher(url="", queue_timeout="").queue_timeout == buildkite.DEFAULT_QUEUE_TIMEOUT
+    assert (launcher.url, launcher.token, launcher.queue_timeout) == (
+        "unix:/run/kbgen/serve.sock",
+        "",
+        300,
+    )
+    assert (
+        BuildkiteLauncher(url="", queue_timeout="").queue_timeout == buildkite.DEFAULT_QUEUE_TIMEOUT
+    )
 
 
 @pytest.mark.asyncio
@@ -290,7 +297,18 @@ def test_budget_follows_the_task():
 @pytest.mark.asyncio
 async def test_run_submission_returns_kernelbot_dataclasses(caplog):
     caplog.set_level(logging.INFO)
-    stream = [CREATED, b"\n", HEARTBEAT, b"not json\n", b"[1]\n", RUNNING, line({"event": "new-kind"}), DONE]
+    stream = [
+        CREATED,
+        b"\n",
+        HEARTBEAT,
+        b"not json\n",
+        b"[1]\n",
+        RUNNING,
+        line({"event": "new-kind"}),
+        line({"event": "job", "state": "scheduled", "elapsed": 1.6}),
+        line({"event": "budget", "state": "waiting for API budget", "elapsed": 1.7}),
+        DONE,
+    ]
     async with FakeServe(streams=[stream]) as serve:
         reporter = MockProgressReporter()
         result = await launcher_for(serve).run_submission(CONFIG, H100, reporter)
@@ -301,13 +319,26 @@ async def test_run_submission_returns_kernelbot_dataclasses(caplog):
     assert isinstance(run, EvalResult) and isinstance(run.run, RunResult)
     assert run.start == datetime.datetime(2026, 1, 2, 3, 4, 5, 123456)
     method, path, body, auth = serve.requests[0]
-    assert (method, path, body["queue"], auth) == ("POST", "/v1/runs", "nvidia-h100", f"Bearer {TOKEN}")
-    assert body["timeout_seconds"] == 180 + buildkite.STARTUP_SLACK + buildkite.DEFAULT_QUEUE_TIMEOUT
+    assert (method, path, body["queue"], auth) == (
+        "POST",
+        "/v1/runs",
+        "nvidia-h100",
+        f"Bearer {TOKEN}",
+    )
+    assert (
+        body["timeout_seconds"] == 180 + buildkite.STARTUP_SLACK + buildkite.DEFAULT_QUEUE_TIMEOUT
+    )
     assert json.loads(zlib.decompress(base64.b64decode(body["payload"]))) == CONFIG
     assert serve.paths("DELETE") == []
     assert reporter.messages == ["⏳ Submitting to Buildkite queue `nvidia-h100`..."]
     assert f"[7](<{BUILD_URL}>)" in reporter.updates[0]
-    assert "running" in reporter.updates[1]
+    link = f"Buildkite build [7](<{BUILD_URL}>)"
+    # The build's state stays in view when its eval job's and the budget's follow.
+    assert reporter.updates[1:4] == [
+        f"⏳ {link}: running (1.5s)",
+        f"⏳ {link}: running, eval job scheduled (1.6s)",
+        f"⏳ {link}: running, eval job scheduled, waiting for API budget (1.7s)",
+    ]
     assert reporter.updates[-1].startswith("✅")
     logs = caplog.text
     assert body["run_id"] in logs and BUILD_URL in logs and "running" in logs
@@ -351,8 +382,13 @@ async def test_a_run_that_did_not_run_raises(caplog):
 @pytest.mark.asyncio
 async def test_a_dropped_result_raises():
     async with FakeServe() as serve:
-        serve.done, serve.final = True, {"state": "done", "build": 7, "url": BUILD_URL, "status": "obtained",
-                       "result_gone": "the result was dropped: over the budget"}
+        serve.done, serve.final = True, {
+            "state": "done",
+            "build": 7,
+            "url": BUILD_URL,
+            "status": "obtained",
+            "result_gone": "the result was dropped: over the budget",
+        }
         with pytest.raises(buildkite.KbgenError, match="without a result: the result was dropped"):
             await launcher_for(serve).run_submission(CONFIG, H100, None)
 
@@ -361,7 +397,9 @@ async def test_a_dropped_result_raises():
 @pytest.mark.parametrize("status", [401, 409, 422])
 async def test_refused_run(status):
     async with FakeServe(post_status=status) as serve:
-        with pytest.raises(buildkite.KbgenError, match=rf"refused the run \({status}\) unknown queue"):
+        with pytest.raises(
+            buildkite.KbgenError, match=rf"refused the run \({status}\) unknown queue"
+        ):
             await launcher_for(serve).run_submission(CONFIG, H100, None)
         assert serve.paths("GET") == []
 
@@ -468,7 +506,9 @@ async def test_unknown_fields_are_ignored(caplog):
         result = await launcher_for(serve).run_submission(CONFIG, H100, None)
     assert result.success and result.system.gpu == "NVIDIA H100 80GB HBM3"
     assert "['numa']" in caplog.text and "['surprise']" in caplog.text
-    with pytest.raises(buildkite.UnknownFields, match=r"runs\['test'\].run has fields RunResult lacks: surprise"):
+    with pytest.raises(
+        buildkite.UnknownFields, match=r"runs\['test'\].run has fields RunResult lacks: surprise"
+    ):
         buildkite.to_full_result(newer, strict=True)
     del newer["runs"]["test"]["run"]["surprise"]
     with pytest.raises(buildkite.UnknownFields, match="system has fields SystemInfo lacks: numa"):
@@ -478,14 +518,26 @@ async def test_unknown_fields_are_ignored(caplog):
 
 def test_parse_event():
     assert buildkite.parse_event(b'{"event": "state", "state": "running"}\n')["state"] == "running"
-    for skipped in [b"\n", b"", b"\r\n", b"{", b"null\n", b"[]\n", b'{"event": 1}\n', HEARTBEAT, b'{"x": 1}\n']:
+    for skipped in [
+        b"\n",
+        b"",
+        b"\r\n",
+        b"{",
+        b"null\n",
+        b"[]\n",
+        b'{"event": 1}\n',
+        HEARTBEAT,
+        b'{"x": 1}\n',
+    ]:
         assert buildkite.parse_event(skipped) is None, skipped
 
 
 @pytest.mark.asyncio
 async def test_queue_status():
     async with FakeServe() as serve:
-        status = await launcher_for(serve).get_queue_status(get_gpu_by_name("B200_BK"), {"lang": "cu"})
+        status = await launcher_for(serve).get_queue_status(
+            get_gpu_by_name("B200_BK"), {"lang": "cu"}
+        )
     assert (status.runner, status.gpu, status.status) == ("Buildkite", "B200_BK", "available")
     assert (status.queued_jobs, status.running_jobs, status.available_runners) == (3, 2, 1)
     assert serve.paths("GET") == ["/v1/queues/nvidia-b200"]
@@ -495,7 +547,10 @@ async def test_queue_status():
 @pytest.mark.parametrize(
     "answer, error",
     [
-        ((503, {"error": "no queue view yet: Buildkite did not answer"}), "Buildkite did not answer"),
+        (
+            (503, {"error": "no queue view yet: Buildkite did not answer"}),
+            "Buildkite did not answer",
+        ),
         ((401, {"error": "missing or wrong bearer token"}), "wrong bearer token"),
         ((200, b"<html>proxy</html>"), "KeyError"),
         ((200, {"waiting": "many", "running": 0, "idle": 0}), "ValueError"),

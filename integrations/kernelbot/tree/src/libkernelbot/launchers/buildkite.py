@@ -24,7 +24,6 @@ import uuid
 import zlib
 
 import aiohttp
-
 from libkernelbot.consts import (
     BUILDKITE_QUEUES,
     DEFAULT_GITHUB_TIMEOUT_MINUTES,
@@ -123,12 +122,16 @@ class BuildkiteLauncher(Launcher):
             )
         self.outage_tolerance = outage_tolerance
         self.stream_read_timeout = stream_read_timeout
-        if self.url is None:
-            return
+        if self.url is not None:
+            self._check_server()
+
+    def _check_server(self) -> None:
+        """Refuse, at start, settings no request could succeed with."""
         if not self.url.startswith(SCHEMES):
             raise ValueError(
                 f"KBGEN_SERVER={self.url!r} is not a kbgen serve URL: it must start with "
-                "http://, https:// or unix: (e.g. http://127.0.0.1:8077, unix:/run/kbgen/serve.sock)"
+                "http://, https:// or unix: (e.g. http://127.0.0.1:8077, "
+                "unix:/run/kbgen/serve.sock)"
             )
         if self.url.startswith("unix:"):
             if not self.url[len("unix:") :]:
@@ -155,7 +158,10 @@ class BuildkiteLauncher(Launcher):
         if total > MAX_BUDGET:
             logger.warning(
                 "a %s run would need %.0fs; capped at %ds (Kernelbot's API timeout is %ds)",
-                mode, total, MAX_BUDGET, API_HARD_TIMEOUT,
+                mode,
+                total,
+                MAX_BUDGET,
+                API_HARD_TIMEOUT,
             )
             total = MAX_BUDGET
         return float(total)
@@ -178,7 +184,12 @@ class BuildkiteLauncher(Launcher):
         progress = _Progress(status, run_id)
         logger.info(
             "Buildkite run %s: %s %s on queue %s via kbgen serve %s, budget %.0fs",
-            run_id, config.get("mode"), gpu_type.name, queue, self.url, budget,
+            run_id,
+            config.get("mode"),
+            gpu_type.name,
+            queue,
+            self.url,
+            budget,
         )
         await progress.start(queue)
         async with self._session() as session:
@@ -192,7 +203,7 @@ class BuildkiteLauncher(Launcher):
                 # Inner requests handle their own timeouts: this is the run's deadline.
                 await asyncio.shield(api.cancel("deadline"))
                 raise await progress.fail(
-                    f"not done within its budget of {budget:.0f}s (queue wait included); "
+                    f"not done within its budget of {budget:g}s (queue wait included); "
                     "the build was canceled"
                 ) from None
             except asyncio.CancelledError:
@@ -259,12 +270,12 @@ class BuildkiteLauncher(Launcher):
     async def _follow(self, api: "_Api", request: dict, progress: "_Progress") -> dict:
         """Stream the run's events until it is done, riding out restarts of the service and
         silent streams; return its final status (GET /v1/runs/{id})."""
-        seen, quiet = 0, 0
+        quiet = 0
         while True:
-            ended = await api.stream(seen, progress)
+            before = api.seen
+            ended = await api.stream(progress)
             # Back off while streams end without news (a service that keeps closing them).
-            quiet = 0 if ended.seen > seen else quiet + 1
-            seen = ended.seen
+            quiet = 0 if api.seen > before else quiet + 1
             if ended.connected:
                 state = await api.status_if_reachable()
                 if state is not None and state.get("state") == "done":
@@ -272,16 +283,18 @@ class BuildkiteLauncher(Launcher):
                 if state is not None and state.get("state") == "missing":
                     # A restarted service that never created the build: submit it again
                     # (the run id makes that safe).
-                    logger.info("Buildkite run %s: unknown to kbgen serve; submitting again", api.run_id)
+                    logger.info(
+                        "Buildkite run %s: unknown to kbgen serve; submitting again", api.run_id
+                    )
                     await api.create(request)
             await api.pause(quiet)
 
 
 class _Ended:
-    """How one event stream ended: the events seen so far, whether the service answered."""
+    """How one event stream ended: whether the service answered, whether it said done."""
 
-    def __init__(self, seen: int, connected: bool, done: bool = False):
-        self.seen, self.connected, self.done = seen, connected, done
+    def __init__(self, connected: bool, done: bool = False):
+        self.connected, self.done = connected, done
 
 
 class _Api:
@@ -293,6 +306,7 @@ class _Api:
         self.launcher, self.session, self.run_id = launcher, session, run_id
         self.down_since: float | None = None
         self.attempt = 0
+        self.seen = 0  # events of the stream read so far: where a reconnect resumes
 
     def _reached(self) -> None:
         if self.down_since is not None:
@@ -303,7 +317,9 @@ class _Api:
         now = time.monotonic()
         if self.down_since is None:
             self.down_since = now
-            logger.warning("Buildkite run %s: kbgen serve unreachable: %s", self.run_id, _describe(why))
+            logger.warning(
+                "Buildkite run %s: kbgen serve unreachable: %s", self.run_id, _describe(why)
+            )
         if now - self.down_since > self.launcher.outage_tolerance:
             raise _RunFailed(
                 f"kbgen serve unreachable for {self.launcher.outage_tolerance:g}s "
@@ -338,7 +354,9 @@ class _Api:
             try:
                 st = await self.call("POST", "/v1/runs", request)
                 self._reached()
-                logger.info("Buildkite run %s: accepted by kbgen serve (%s)", self.run_id, st.get("state"))
+                logger.info(
+                    "Buildkite run %s: accepted by kbgen serve (%s)", self.run_id, st.get("state")
+                )
                 return
             except _Refused as e:
                 raise _RunFailed(f"kbgen serve refused the run {e}") from None
@@ -360,59 +378,83 @@ class _Api:
             self._unreachable(e)
             return None
 
-    async def stream(self, seen: int, progress: "_Progress") -> _Ended:
-        """Follow GET /v1/runs/{id}/events from event `seen` until done, EOF, silence longer
-        than the read timeout, or an error."""
+    async def stream(self, progress: "_Progress") -> _Ended:
+        """Follow GET /v1/runs/{id}/events from event self.seen until done, EOF, silence
+        longer than the read timeout, or an error."""
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=REQUEST_TIMEOUT, sock_read=self.launcher.stream_read_timeout
         )
-        path = f"/v1/runs/{self.run_id}/events?from={seen}"
+        path = f"/v1/runs/{self.run_id}/events?from={self.seen}"
         opened = False
         try:
             async with self.session.request("GET", path, timeout=timeout) as resp:
-                if resp.status >= 500:
-                    self._unreachable(f"HTTP {resp.status}")
-                    return _Ended(seen, connected=False)
-                self._reached()
-                if resp.status == 404:
-                    return _Ended(seen, connected=True)
                 if resp.status != 200:
-                    body = _json_object(await resp.read()) or {}
-                    raise _RunFailed(
-                        f"kbgen serve refused the event stream ({resp.status}) {body.get('error', '')}"
-                    )
+                    return await self._not_a_stream(resp)
+                self._reached()
                 opened = True
-                async for raw in resp.content:
-                    event = parse_event(raw)
-                    if event is None:
-                        continue  # a heartbeat, a blank line, or a line this launcher cannot read
-                    seen += 1
-                    if event.get("event") == "done":
-                        return _Ended(seen, connected=True, done=True)
-                    await progress.event(event)
-                return _Ended(seen, connected=True)
+                return await self._read(resp, progress)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as e:
             if opened and isinstance(e, asyncio.TimeoutError):
                 logger.info(
                     "Buildkite run %s: event stream silent for %gs; reconnecting",
-                    self.run_id, self.launcher.stream_read_timeout,
+                    self.run_id,
+                    self.launcher.stream_read_timeout,
                 )
-                return _Ended(seen, connected=True)
+                return _Ended(connected=True)
             if opened:
-                logger.info("Buildkite run %s: event stream broke (%s); reconnecting", self.run_id, _describe(e))
+                logger.info(
+                    "Buildkite run %s: event stream broke (%s); reconnecting",
+                    self.run_id,
+                    _describe(e),
+                )
             self._unreachable(e)
-            return _Ended(seen, connected=False)
+            return _Ended(connected=False)
+
+    async def _not_a_stream(self, resp: aiohttp.ClientResponse) -> _Ended:
+        """An answer other than 200 to the event stream request."""
+        if resp.status >= 500:
+            self._unreachable(f"HTTP {resp.status}")
+            return _Ended(connected=False)
+        self._reached()
+        if resp.status == 404:  # the caller asks for the run's status and submits it again
+            return _Ended(connected=True)
+        body = _json_object(await resp.read()) or {}
+        raise _RunFailed(
+            f"kbgen serve refused the event stream ({resp.status}) {body.get('error', '')}"
+        )
+
+    async def _read(self, resp: aiohttp.ClientResponse, progress: "_Progress") -> _Ended:
+        """The stream's events until done or EOF, counted in self.seen for a reconnect (also
+        when the read ends in an error)."""
+        async for raw in resp.content:
+            event = parse_event(raw)
+            if event is None:
+                continue  # a heartbeat, a blank line, or a line this launcher cannot read
+            self.seen += 1
+            if event.get("event") == "done":
+                return _Ended(connected=True, done=True)
+            await progress.event(event)
+        return _Ended(connected=True)
 
     async def cancel(self, why: str) -> None:
         """DELETE the run; logs, never raises (it runs while a task is being cancelled)."""
         try:
-            st = await asyncio.wait_for(self.call("DELETE", f"/v1/runs/{self.run_id}"), REQUEST_TIMEOUT)
-            logger.info("Buildkite run %s canceled (%s): %s", self.run_id, why, st.get("status", st.get("state")))
+            st = await asyncio.wait_for(
+                self.call("DELETE", f"/v1/runs/{self.run_id}"), REQUEST_TIMEOUT
+            )
+            logger.info(
+                "Buildkite run %s canceled (%s): %s",
+                self.run_id,
+                why,
+                st.get("status", st.get("state")),
+            )
         except _Refused as e:
             # 404: the create never reached the service; it cancels a run nobody attaches to.
             logger.info("Buildkite run %s: cancel (%s) answered %s", self.run_id, why, e)
         except Exception as e:  # noqa: BLE001
-            logger.warning("Buildkite run %s: could not cancel (%s): %s", self.run_id, why, _describe(e))
+            logger.warning(
+                "Buildkite run %s: could not cancel (%s): %s", self.run_id, why, _describe(e)
+            )
 
 
 class _BaseSession:
@@ -440,7 +482,7 @@ def parse_event(raw: bytes) -> dict | None:
         event = json.loads(raw)
     except ValueError:
         if raw.strip():
-            logger.info("kbgen serve sent an unreadable event line, ignored: %r", raw[:200])
+            logger.debug("kbgen serve sent an unreadable event line, ignored: %r", raw[:200])
         return None
     if not isinstance(event, dict) or not isinstance(event.get("event"), str):
         return None
@@ -518,19 +560,25 @@ def to_full_result(data: dict, build_url: str | None = None, *, strict: bool = F
             profile.download_url = build_url or None
         known = {f.name for f in dataclasses.fields(EvalResult)}
         if strict and set(v) - known:
-            raise UnknownFields(f"{where} has fields EvalResult lacks: {', '.join(sorted(set(v) - known))}")
+            raise UnknownFields(
+                f"{where} has fields EvalResult lacks: {', '.join(sorted(set(v) - known))}"
+            )
         runs[key] = EvalResult(
             start=datetime.datetime.fromisoformat(v["start"]),
             end=datetime.datetime.fromisoformat(v["end"]),
             compilation=None
             if v.get("compilation") is None
             else _make(CompileResult, v["compilation"], where + ".compilation", strict),
-            run=None if v.get("run") is None else _make(RunResult, v["run"], where + ".run", strict),
+            run=None
+            if v.get("run") is None
+            else _make(RunResult, v["run"], where + ".run", strict),
             profile=profile,
         )
     top = {f.name for f in dataclasses.fields(FullResult)}
     if strict and set(data) - top:
-        raise UnknownFields(f"the result has fields FullResult lacks: {', '.join(sorted(set(data) - top))}")
+        raise UnknownFields(
+            f"the result has fields FullResult lacks: {', '.join(sorted(set(data) - top))}"
+        )
     return FullResult(
         success=bool(data.get("success")),
         error=data.get("error") or "",
@@ -548,7 +596,9 @@ class _Progress:
         self.run_id = run_id
         self.build = ""
         self.url = ""
-        self.state = "submitted"
+        # The build's state and its eval job's are kept apart: a job event right after a
+        # build event must not hide that the build runs.
+        self.states = {"state": "submitted", "job": "", "budget": ""}
 
     async def _show(self, text: str, push: bool = False) -> None:
         if self.status is None:
@@ -561,6 +611,14 @@ class _Progress:
     def _link(self) -> str:
         return f"Buildkite build [{self.build}](<{self.url}>)" if self.build else "Buildkite run"
 
+    def _state(self) -> str:
+        text = self.states["state"]
+        if self.states["job"]:
+            text += f", eval job {self.states['job']}"
+        if self.states["budget"]:
+            text += f", {self.states['budget']}"
+        return text
+
     async def start(self, queue: str) -> None:
         await self._show(f"⏳ Submitting to Buildkite queue `{queue}`...", push=True)
 
@@ -568,21 +626,21 @@ class _Progress:
         kind = e.get("event")
         if kind == "created":
             self.build, self.url = str(e.get("build", "")), str(e.get("url", ""))
-            self.state = "created"
+            self.states["state"] = "created"
             logger.info("Buildkite run %s: build %s %s", self.run_id, self.build, self.url)
-        elif kind in ("state", "job", "budget"):
-            self.state = str(e.get("state", ""))
-            logger.info("Buildkite run %s: build %s %s %s", self.run_id, self.build, kind, self.state)
-        elif kind == "canceled":
-            self.state = "canceled"
-            logger.warning("Buildkite run %s: build %s canceled: %s", self.run_id, self.build, e.get("error", ""))
+        elif kind in ("state", "job", "budget", "canceled"):
+            state = "canceled" if kind == "canceled" else str(e.get("state", ""))
+            self.states.update({"budget": "", kind if kind != "canceled" else "state": state})
+            log = logger.warning if kind == "canceled" else logger.info
+            why = f": {e['error']}" if e.get("error") else ""
+            log("Buildkite run %s: build %s %s %s%s", self.run_id, self.build, kind, state, why)
         else:
             return  # an event kind this launcher does not show
         try:
             elapsed = float(e.get("elapsed", 0))
         except (TypeError, ValueError):
             elapsed = 0.0
-        await self._show(f"⏳ {self._link()}: {self.state} ({elapsed:.1f}s)")
+        await self._show(f"⏳ {self._link()}: {self._state()} ({elapsed:.1f}s)")
 
     async def fail(self, why: str) -> KbgenError:
         """The error to raise for a run that could not run, shown and logged first."""
@@ -598,7 +656,9 @@ class _Progress:
         data = final.get("result")
         outcome = final.get("status") or "no status"
         if data is None:
-            raise await self.fail(f"ended ({outcome}) without a result: {final.get('result_gone') or 'none kept'}")
+            raise await self.fail(
+                f"ended ({outcome}) without a result: {final.get('result_gone') or 'none kept'}"
+            )
         if not isinstance(data, dict) or not data.get("success"):
             error = data.get("error") if isinstance(data, dict) else "not a result"
             raise await self.fail(f"{outcome}: {error or 'the runner reported no error'}")
@@ -607,8 +667,11 @@ class _Progress:
         except (KeyError, TypeError, ValueError) as e:
             raise await self.fail(f"returned a result Kernelbot cannot read: {e!r}") from None
         logger.info(
-            "Buildkite run %s: build %s %s, runs %s", self.run_id, self.build,
-            final.get("build_state") or outcome, sorted(result.runs),
+            "Buildkite run %s: build %s %s, runs %s",
+            self.run_id,
+            self.build,
+            final.get("build_state") or outcome,
+            sorted(result.runs),
         )
         await self._show(f"✅ {self._link()}: {final.get('build_state') or outcome}")
         return result
