@@ -17,6 +17,7 @@ import (
 // fetcher reads it as kbgen submit does (client.Result), so the two always
 // agree.
 func (s *Service) resolve(r *Run, b *client.Build) {
+	s.noteFinished(r, b)
 	if res := s.fromMetaData(r, b); res != nil && !client.HasProfile(res) {
 		s.complete(r, res)
 		return

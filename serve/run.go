@@ -37,6 +37,8 @@ type Run struct {
 	changed    chan struct{} // closed on every new event
 	streams    int           // event streams open now
 	detachedAt time.Time     // when the last stream closed; zero: never had one
+	marks      fleetMarks    // fleet.go
+	onDone     func(*Run, client.Status)
 }
 
 func newRun(req RunRequest, now time.Time) *Run {
@@ -107,6 +109,9 @@ func (r *Run) finish(st client.Status, res *payload.FullResult, k *keeper, now t
 		return false
 	}
 	r.done, r.doneAt, r.status, r.result = true, now, st, k.keep(res)
+	if r.onDone != nil {
+		r.onDone(r, st)
+	}
 	code := st.ExitCode()
 	// The event is kept and replayed, and a client reads it as one line:
 	// the error (the submission's to size) is cut.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/fleet/metrics"
 	"github.com/gpu-mode/kbgen/registry"
 )
 
@@ -69,6 +70,12 @@ type Config struct {
 	// stream and none is open) may wait for a client to re-attach before
 	// it is canceled; default DefaultOrphanGrace, negative: never.
 	OrphanGrace time.Duration
+	// ViewToken, when set, is a read-only bearer token: GET /metrics
+	// takes it as well as the server token; nothing else does
+	// (KBGEN_VIEW_TOKEN; CheckTokens).
+	ViewToken string
+	// Metrics records the service's series (GET /metrics); nil: its own.
+	Metrics *metrics.Recorder
 	// Log receives one line per notable event; never the token.
 	Log io.Writer
 	Now func() time.Time // default time.Now
@@ -103,6 +110,8 @@ type Service struct {
 	downMu sync.Mutex
 	down   *outage // Buildkite unreachable at start; nil once found
 	keep   *keeper
+	// metrics is the fleet's series (fleet.go).
+	metrics *metrics.Recorder
 }
 
 // outage is why the startup scan has not succeeded yet.
@@ -154,7 +163,9 @@ func New(cfg Config) (*Service, error) {
 			cfg.Budget.PollShare = min(cfg.Budget.PollShare, max(cfg.Budget.Effective()/5, safety+webhookRoom))
 		}
 	}
-	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{}), keep: newKeeper(cfg)}, nil
+	s := &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{}), keep: newKeeper(cfg)}
+	s.initFleet()
+	return s, nil
 }
 
 // Start finds the service's builds on Buildkite (a restart resumes them),

@@ -45,6 +45,7 @@ type rigOpts struct {
 	queueTTL  time.Duration         // Config.QueueTTL
 	bootstrap string                // Config.BootstrapQueue
 	keep      Config                // its SpillDir and Result* bounds are used
+	view      string                // Config.ViewToken
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -79,7 +80,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
-		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap,
+		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view,
 		SpillDir: o.keep.SpillDir, ResultMemory: o.keep.ResultMemory, ResultInMemoryMax: o.keep.ResultInMemoryMax, ResultDisk: o.keep.ResultDisk})
 	if err != nil {
 		t.Fatal(err)

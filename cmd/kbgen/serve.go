@@ -32,6 +32,9 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	if err := serve.CheckTokens(serverToken, g.Getenv(contract.EnvViewToken)); err != nil {
+		return exitcode.With(exitcode.Usage, err)
+	}
 	reg, err := loadRegistry(g, c.Vendors)
 	if err != nil {
 		return err
@@ -54,7 +57,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	svc, err := serve.New(serve.Config{
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
-		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace),
+		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace), ViewToken: g.Getenv(contract.EnvViewToken),
 		BootstrapQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
 	})
 	if err != nil {
@@ -85,11 +88,13 @@ it finds its builds by meta-data and resumes them. See docs/backend.md.
 Environment:
   BUILDKITE_API_TOKEN       the Buildkite token (or --token-file); never leaves the service
   KBGEN_SERVER_TOKEN        bearer token clients must send (required on TCP)
+  KBGEN_VIEW_TOKEN          read-only bearer token: GET /metrics only (never submits or cancels)
   BUILDKITE_WEBHOOK_SECRET  webhook signing secret (X-Buildkite-Signature), or
   BUILDKITE_WEBHOOK_TOKEN   webhook token (X-Buildkite-Token)
 
 API: POST /v1/runs, GET /v1/runs/ID, GET /v1/runs/ID/events, DELETE /v1/runs/ID,
-GET /v1/queues, GET /v1/queues/QUEUE, GET /.
+GET /v1/queues, GET /v1/queues/QUEUE, GET /, GET /metrics (Prometheus; see
+"Watching the fleet" in docs/operations.md).
 
 Example:
   export BUILDKITE_API_TOKEN=… BUILDKITE_ORG=gpu-mode BUILDKITE_PIPELINE=kernelbot KBGEN_SERVER_TOKEN=…

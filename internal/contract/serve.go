@@ -12,3 +12,7 @@ const (
 	// EnvWebhookToken verifies X-Buildkite-Token on webhooks.
 	EnvWebhookToken = "BUILDKITE_WEBHOOK_TOKEN"
 )
+
+// EnvViewToken is kbgen serve's read-only bearer token: it reads /metrics
+// (and the dashboard), never submits or cancels.
+const EnvViewToken = "KBGEN_VIEW_TOKEN"

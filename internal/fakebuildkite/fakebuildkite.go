@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
@@ -57,6 +58,9 @@ type Script struct {
 	// RetryLost: the retry's agent is lost; the job ends at Finish with
 	// exit -1 and uploads nothing.
 	RetryLost bool
+	// Facts, when set, are the eval job's run facts, set as meta-data
+	// (runfacts.MetaDataKey) when it finishes, as the hook's publish does.
+	Facts *runfacts.Facts
 }
 
 // DefaultResult is the result.json of a build whose script names none.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -218,6 +219,29 @@ var resultMetaOnce sync.Map // build and job → encoded result, computed once
 // last write wins (build_meta_data.md): a first attempt's value stays
 // when its retry sets none.
 func (s *Server) metaData(b *build, snap snapshot) map[string]string {
+	return withFacts(s.resultMetaData(b, snap), b, snap)
+}
+
+// withFacts adds the script's run facts (Script.Facts) once the eval job
+// ran to its end, stamped with its id, as the hook's publish sets them.
+func withFacts(md map[string]string, b *build, snap snapshot) map[string]string {
+	f := b.script.Facts
+	if f == nil || snap.eval == nil || snap.eval.started.IsZero() || snap.eval.finished.IsZero() || snap.eval.state == "canceled" {
+		return md
+	}
+	v, err := runfacts.Encode(jobID(b, true), *f)
+	if err != nil {
+		return md
+	}
+	md = maps.Clone(md)
+	if md == nil {
+		md = map[string]string{}
+	}
+	md[runfacts.MetaDataKey] = v
+	return md
+}
+
+func (s *Server) resultMetaData(b *build, snap snapshot) map[string]string {
 	if !b.script.ResultInMetaData {
 		return b.body.MetaData
 	}

@@ -1,0 +1,117 @@
+package serve
+
+import (
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-mode/kbgen/fleet/runfacts"
+)
+
+const testViewToken = "kbgen-view-token-456"
+
+// TestViewToken: the view token reads /metrics and nothing else; the
+// server token still reads it; without either, 401.
+func TestViewToken(t *testing.T) {
+	r := newRig(t, rigOpts{view: testViewToken})
+	for _, tc := range []struct {
+		name, method, path, token string
+		want                      int
+	}{
+		{"view token scrapes", "GET", "/metrics", testViewToken, http.StatusOK},
+		{"server token scrapes", "GET", "/metrics", testToken, http.StatusOK},
+		{"no token", "GET", "/metrics", "", http.StatusUnauthorized},
+		{"wrong token", "GET", "/metrics", "nope", http.StatusUnauthorized},
+		{"view token cannot submit", "POST", "/v1/runs", testViewToken, http.StatusUnauthorized},
+		{"view token cannot cancel", "DELETE", "/v1/runs/x", testViewToken, http.StatusUnauthorized},
+		{"view token cannot read runs", "GET", "/v1/runs/x", testViewToken, http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body any
+			if tc.method == "POST" {
+				body = RunRequest{RunID: "v1", Queue: "nvidia-h100", Payload: testPayload(t)}
+			}
+			resp, got := r.do(tc.method, tc.path, body, tc.token)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%s %s: %d, want %d: %s", tc.method, tc.path, resp.StatusCode, tc.want, got)
+			}
+		})
+	}
+	if r.svc.runs.get("v1") != nil {
+		t.Error("the view token's POST made a run")
+	}
+	if err := CheckTokens("same", "same"); err == nil {
+		t.Error("a view token equal to the server token was accepted")
+	}
+}
+
+// TestMetricsAfterRuns: after runs end, a scrape shows them by queue and
+// outcome, their queue waits, their detection latency, the API requests
+// by class, the webhook counts and each agent's facts.
+func TestMetricsAfterRuns(t *testing.T) {
+	const secret = "whsec-123"
+	sc := fastScript
+	sc.ResultInMetaData = true
+	sc.Facts = &runfacts.Facts{Agent: "gpu-node-3-gpu0", Queue: "nvidia-h100", Node: "gpu-node-3", GPUUUIDs: []string{"GPU-0a1b"},
+		GPUModel: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", KbgenVersion: "v9.9.9", Noise: "noisy", ExitCode: 0, Xids: 1, ClockEventSeconds: 0.25}
+	r := newRig(t, rigOpts{script: sc, secret: secret})
+	for _, id := range []string{"m1", "m2"} {
+		r.submit(id)
+	}
+	for _, id := range []string{"m1", "m2"} {
+		if st := r.await(id, 10*time.Second); st.Status != StatusObtained {
+			t.Fatalf("%s: %+v", id, st)
+		}
+	}
+	if code := r.postHook([]byte(`{}`), map[string]string{"X-Buildkite-Token": "forged"}); code != http.StatusUnauthorized {
+		t.Fatalf("forged webhook: %d", code)
+	}
+	resp, body := r.do("GET", "/metrics", nil, testToken)
+	if resp.StatusCode != 200 {
+		t.Fatalf("scrape: %d %s", resp.StatusCode, body)
+	}
+	out := string(body)
+	for _, tc := range []struct {
+		name, series string
+		want         float64 // at least
+		exact        bool
+	}{
+		{"runs by outcome", `kbgen_runs_total{outcome="obtained",queue="nvidia-h100"}`, 2, true},
+		{"queue waits", `kbgen_queue_wait_seconds_count{queue="nvidia-h100"}`, 2, true},
+		{"detection", `kbgen_detection_latency_seconds_count`, 2, true},
+		{"creates", `kbgen_api_requests_total{class="create"}`, 2, false},
+		{"polls", `kbgen_api_requests_total{class="poll"}`, 1, false},
+		{"refused webhook", `kbgen_webhooks_total{result="refused"}`, 1, true},
+		{"agent runs", `kbgen_agent_runs_total{agent="gpu-node-3-gpu0",queue="nvidia-h100"}`, 2, true},
+		{"agent noisy", `kbgen_agent_noisy_runs_total{agent="gpu-node-3-gpu0",queue="nvidia-h100"}`, 2, true},
+		{"agent xids", `kbgen_agent_xids_total{agent="gpu-node-3-gpu0",queue="nvidia-h100"}`, 2, true},
+		{"agent info", `kbgen_agent_info{agent="gpu-node-3-gpu0",driver="550.54.15",gpu_model="NVIDIA H100 80GB HBM3",gpu_uuid="GPU-0a1b",kbgen_version="v9.9.9",node="gpu-node-3",queue="nvidia-h100"}`, 1, true},
+		{"budget limit", `kbgen_api_budget_limit`, 6000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := sample(out, tc.series)
+			if !ok || got < tc.want || (tc.exact && got != tc.want) {
+				t.Errorf("%s = %g (present %v), want %g:\n%s", tc.series, got, ok, tc.want, out)
+			}
+		})
+	}
+	// The fake's eval job is runnable at Uploaded and starts at EvalStart:
+	// each wait is 50 ms, well under the first bucket's 1 s.
+	if got, _ := sample(out, `kbgen_queue_wait_seconds_bucket{queue="nvidia-h100",le="1"}`); got != 2 {
+		t.Errorf("queue waits under 1 s: %g, want 2", got)
+	}
+}
+
+// sample is the value of one series in a scrape.
+func sample(out, series string) (float64, bool) {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`)
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(m[1]), 64)
+	return v, err == nil
+}
