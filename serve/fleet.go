@@ -105,9 +105,9 @@ func (s *Service) noteSeen(r *Run, b *client.Build) {
 }
 
 // noteFinished observes, once per run, how long after Buildkite's
-// finished_at the service saw the build finished, and feeds its run facts
-// (meta-data runfacts.MetaDataKey of its latest eval job) to the
-// per-agent series.
+// finished_at the service saw the build finished, and feeds each eval
+// attempt's run facts (meta-data runfacts.Key(attempt)) to the per-agent
+// series.
 func (s *Service) noteFinished(r *Run, b *client.Build) {
 	r.mu.Lock()
 	first := !r.marks.detected && !r.done
@@ -119,16 +119,12 @@ func (s *Service) noteFinished(r *Run, b *client.Build) {
 	if !b.FinishedAt.IsZero() {
 		s.metrics.Detected(s.cfg.Now().Sub(b.FinishedAt))
 	}
-	j := b.EvalJob()
-	if j == nil {
-		return
-	}
-	f, err := runfacts.Decode(b.MetaData[runfacts.MetaDataKey], j.ID)
-	switch {
-	case err == nil:
+	all, errs := runfacts.FromMetaData(b.MetaData)
+	for _, f := range all {
 		s.metrics.RunFacts(f)
-	case !errors.Is(err, runfacts.ErrNone) && !errors.Is(err, runfacts.ErrStale):
-		s.logf("run %s: %v", r.ID, err)
+	}
+	for _, err := range errs {
+		s.logf("run %s: run facts: %v", r.ID, err)
 	}
 }
 

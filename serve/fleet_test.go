@@ -56,7 +56,7 @@ func TestMetricsAfterRuns(t *testing.T) {
 	sc := fastScript
 	sc.ResultInMetaData = true
 	sc.Facts = &runfacts.Facts{Agent: "gpu-node-3-gpu0", Queue: "nvidia-h100", Node: "gpu-node-3", GPUUUIDs: []string{"GPU-0a1b"},
-		GPUModel: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", KbgenVersion: "v9.9.9", Noise: "noisy", ExitCode: 0, Xids: 1, ClockEventSeconds: 0.25}
+		GPUModel: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", KbgenVersion: "v9.9.9", Noise: "noisy", Xids: 1, ClockEventSeconds: 0.25}
 	r := newRig(t, rigOpts{script: sc, secret: secret})
 	for _, id := range []string{"m1", "m2"} {
 		r.submit(id)
@@ -114,4 +114,28 @@ func sample(out, series string) (float64, bool) {
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(m[1]), 64)
 	return v, err == nil
+}
+
+// TestMetricsMachineFault: a first attempt that exits 75 counts as a
+// machine fault on its agent, and both attempts count as its runs: each
+// attempt's facts have their own meta-data key (the list answers without
+// retried jobs, so the build's jobs cannot say it).
+func TestMetricsMachineFault(t *testing.T) {
+	sc := fastScript
+	sc.RetryExit = 75
+	sc.Facts = &runfacts.Facts{Agent: "gpu-node-3-gpu0", Queue: "nvidia-h100"}
+	r := newRig(t, rigOpts{script: sc})
+	r.submit("f1")
+	if st := r.await("f1", 10*time.Second); st.Status != StatusObtained {
+		t.Fatalf("%+v", st)
+	}
+	_, body := r.do("GET", "/metrics", nil, testToken)
+	for series, want := range map[string]float64{
+		`kbgen_agent_machine_faults_total{agent="gpu-node-3-gpu0",queue="nvidia-h100"}`: 1,
+		`kbgen_agent_runs_total{agent="gpu-node-3-gpu0",queue="nvidia-h100"}`:           2,
+	} {
+		if got, ok := sample(string(body), series); !ok || got != want {
+			t.Errorf("%s = %g (present %v), want %g:\n%s", series, got, ok, want, r.log.String())
+		}
+	}
 }

@@ -19,7 +19,7 @@ func newAgentSeries() agentSeries {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"agent", "queue"})
 	}
 	return agentSeries{
-		runs:   c("kbgen_agent_runs_total", "Runs whose facts named this agent."),
+		runs:   c("kbgen_agent_runs_total", "Eval job attempts on this agent whose facts came back (each retry counts on its own agent)."),
 		noisy:  c("kbgen_agent_noisy_runs_total", "Runs on this agent whose noise record's verdict was noisy."),
 		faults: c("kbgen_agent_machine_faults_total", "Runs on this agent that exited 75 (a machine fault: Buildkite retries elsewhere)."),
 		xids:   c("kbgen_agent_xids_total", "NVIDIA Xids reported on this agent's GPUs during its runs (noise records)."),
@@ -31,18 +31,19 @@ func (a agentSeries) register(reg *prometheus.Registry) {
 	reg.MustRegister(a.runs, a.noisy, a.faults, a.xids, a.clock)
 }
 
-// RunFacts feeds one run's facts to the per-agent series and the agent's
-// info series.
+// RunFacts feeds one attempt's facts to the per-agent series (its run,
+// a machine fault when it exited 75, noise, Xids, clock events) and the
+// agent's info series (the latest facts fed win).
 func (r *Recorder) RunFacts(f runfacts.Facts) {
 	f = f.Clean()
 	agent, queue := r.agents.value(f.Agent), r.queues.value(f.Queue)
 	a := r.perAgent
 	a.runs.WithLabelValues(agent, queue).Inc()
+	if f.Exit != nil && *f.Exit == exitcode.TempFail {
+		a.faults.WithLabelValues(agent, queue).Inc()
+	}
 	if f.Noise == "noisy" {
 		a.noisy.WithLabelValues(agent, queue).Inc()
-	}
-	if f.ExitCode == exitcode.TempFail {
-		a.faults.WithLabelValues(agent, queue).Inc()
 	}
 	a.xids.WithLabelValues(agent, queue).Add(float64(f.Xids))
 	a.clock.WithLabelValues(agent, queue).Add(f.ClockEventSeconds)

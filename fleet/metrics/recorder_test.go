@@ -20,6 +20,7 @@ func fed(t *testing.T) *Recorder {
 	t.Helper()
 	r := New()
 	now := time.Now()
+	fault := 75
 	r.SetSource(func() Snapshot {
 		return Snapshot{
 			Jobs: []Job{
@@ -43,7 +44,7 @@ func fed(t *testing.T) *Recorder {
 	r.Webhook(200)
 	r.Webhook(401)
 	r.RunFacts(runfacts.Facts{Agent: "h100-0", Queue: "nvidia-h100", Node: "n1", GPUUUIDs: []string{"GPU-a"}, GPUModel: "H100", Driver: "550", KbgenVersion: "v1",
-		Noise: "noisy", ExitCode: 75, Xids: 2, ClockEventSeconds: 1.5})
+		Noise: "noisy", Xids: 2, ClockEventSeconds: 1.5, Exit: &fault})
 	return r
 }
 

@@ -11,15 +11,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// MetaDataKey is the build meta-data key of a run's facts. Like the
-// result's (payload.ResultMetaDataKey) its value is stamped with the job
-// that wrote it, "JOB_ID:JSON": meta-data is per build and last write
-// wins, so a reader takes it only from the build's latest eval job.
-const MetaDataKey = "kbgen_facts"
+// KeyPrefix starts the build meta-data key of each attempt's facts,
+// Key(attempt): meta-data is per build and last write wins, and a retry
+// (after an exit 75) is the very attempt whose agent the fleet must
+// count, so each attempt keeps its own key. The value is stamped with the
+// job that wrote it, "JOB_ID:JSON", for the audit trail.
+const KeyPrefix = "kbgen_facts_"
+
+// MaxAttempts bounds the attempts read from one build: far more than any
+// retry rule allows.
+const MaxAttempts = 16
+
+// Key is attempt's meta-data key (1 + BUILDKITE_RETRY_COUNT).
+func Key(attempt int) string { return KeyPrefix + strconv.Itoa(attempt) }
 
 // Version is the facts' format version.
 const Version = 1
@@ -44,9 +53,13 @@ type Facts struct {
 	// run recorded none (a test run).
 	Noise        string   `json:"noise,omitempty"`
 	NoiseReasons []string `json:"noise_reasons,omitempty"`
-	// ExitCode is the sandbox's exit code (75: a machine fault).
-	ExitCode int `json:"exit_code"`
-	// Xids are the Xids NVML reported on the run's GPUs.
+	// Attempt is the eval job's attempt, 1 + BUILDKITE_RETRY_COUNT.
+	Attempt int `json:"attempt"`
+	// Exit is the sandbox's exit status (75: the machine's fault); nil
+	// when the hook did not say.
+	Exit *int `json:"exit,omitempty"`
+	// Xids are the Xids NVML reported on the run's GPUs that are the
+	// machine's fault (noise.Record.FleetCounts).
 	Xids int `json:"xids,omitempty"`
 	// ClockEventSeconds is the time the GPUs' clocks were held down by an
 	// external clock event (thermal, power brake) during the timed runs.
@@ -89,35 +102,46 @@ func Encode(jobID string, f Facts) (string, error) {
 // hook that does not write them).
 var ErrNone = errors.New("run facts: none")
 
-// ErrStale is facts written by another job than the latest eval job (an
-// earlier attempt's).
-var ErrStale = errors.New("run facts: from an earlier job")
-
-// Decode reads facts from meta-data value v, cleaned, when latestJob (the
-// build's latest eval job) wrote them; ErrNone for "", ErrStale for
-// another job's.
-func Decode(v, latestJob string) (Facts, error) {
+// Decode reads facts from meta-data value v, cleaned, with the job that
+// wrote them; ErrNone for "".
+func Decode(v string) (Facts, string, error) {
 	if v == "" {
-		return Facts{}, ErrNone
+		return Facts{}, "", ErrNone
 	}
 	job, s, ok := strings.Cut(v, ":")
-	if !ok {
-		return Facts{}, errors.New("run facts: not stamped with a job")
-	}
-	if job != latestJob || job == "" {
-		return Facts{}, ErrStale
+	if !ok || job == "" {
+		return Facts{}, "", errors.New("run facts: not stamped with a job")
 	}
 	if len(s) > MaxBytes {
-		return Facts{}, fmt.Errorf("run facts: %d bytes, over %d", len(s), MaxBytes)
+		return Facts{}, "", fmt.Errorf("run facts: %d bytes, over %d", len(s), MaxBytes)
 	}
 	var f Facts
 	if err := json.Unmarshal([]byte(s), &f); err != nil {
-		return Facts{}, fmt.Errorf("run facts: %v", err)
+		return Facts{}, "", fmt.Errorf("run facts: %v", err)
 	}
 	if f.Version != Version {
-		return Facts{}, fmt.Errorf("run facts: version %d, want %d", f.Version, Version)
+		return Facts{}, "", fmt.Errorf("run facts: version %d, want %d", f.Version, Version)
 	}
-	return f.Clean(), nil
+	return f.Clean(), job, nil
+}
+
+// FromMetaData is every attempt's facts a build's meta-data carries, in
+// attempt order; unreadable ones are skipped and reported in errs.
+func FromMetaData(md map[string]string) (all []Facts, errs []error) {
+	for attempt := 1; attempt <= MaxAttempts; attempt++ {
+		v, ok := md[Key(attempt)]
+		if !ok {
+			continue
+		}
+		f, _, err := Decode(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", Key(attempt), err))
+			continue
+		}
+		f.Attempt = attempt
+		all = append(all, f)
+	}
+	return all, errs
 }
 
 // Clean bounds every field: text cut to its limit on a rune boundary,
@@ -129,6 +153,7 @@ func (f Facts) Clean() Facts {
 	f.GPUUUIDs = cleanList(f.GPUUUIDs, maxList, maxField)
 	f.NoiseReasons = cleanList(f.NoiseReasons, maxReasons, maxReason)
 	f.Xids = max(f.Xids, 0)
+	f.Attempt = max(f.Attempt, 0)
 	f.ClockEventSeconds = max(f.ClockEventSeconds, 0)
 	return f
 }

@@ -16,3 +16,8 @@ const (
 // EnvViewToken is kbgen serve's read-only bearer token: it reads /metrics
 // (and the dashboard), never submits or cancels.
 const EnvViewToken = "KBGEN_VIEW_TOKEN"
+
+// EnvSandboxExit is the gpu-docker hook's word to `kbgen run --publish`:
+// the sandbox's exit status, which the run's facts carry to kbgen serve
+// (75: the machine's fault; fleet/runfacts).
+const EnvSandboxExit = "KBGEN_SANDBOX_EXIT"

@@ -222,23 +222,33 @@ func (s *Server) metaData(b *build, snap snapshot) map[string]string {
 	return withFacts(s.resultMetaData(b, snap), b, snap)
 }
 
-// withFacts adds the script's run facts (Script.Facts) once the eval job
-// ran to its end, stamped with its id, as the hook's publish sets them.
+// withFacts adds the script's run facts (Script.Facts) for each eval
+// attempt that ran to its end, under its attempt's key, stamped with its
+// job and with its exit status, as the hook's publish sets them.
 func withFacts(md map[string]string, b *build, snap snapshot) map[string]string {
-	f := b.script.Facts
-	if f == nil || snap.eval == nil || snap.eval.started.IsZero() || snap.eval.finished.IsZero() || snap.eval.state == "canceled" {
-		return md
-	}
-	v, err := runfacts.Encode(jobID(b, true), *f)
-	if err != nil {
+	if b.script.Facts == nil {
 		return md
 	}
 	md = maps.Clone(md)
 	if md == nil {
 		md = map[string]string{}
 	}
-	md[runfacts.MetaDataKey] = v
+	attempt := 1
+	if j := snap.first; j != nil {
+		setFacts(md, *b.script.Facts, attempt, firstJobID(b), j.exit)
+		attempt++
+	}
+	if j := snap.eval; j != nil && !j.started.IsZero() && !j.finished.IsZero() && j.state != "canceled" {
+		setFacts(md, *b.script.Facts, attempt, jobID(b, true), j.exit)
+	}
 	return md
+}
+
+func setFacts(md map[string]string, f runfacts.Facts, attempt int, job string, exit *int) {
+	f.Attempt, f.Exit = attempt, exit
+	if v, err := runfacts.Encode(job, f); err == nil {
+		md[runfacts.Key(attempt)] = v
+	}
 }
 
 func (s *Server) resultMetaData(b *build, snap snapshot) map[string]string {
