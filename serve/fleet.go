@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/fleet/metrics"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
+	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 )
 
 // The service's hooks into the fleet packages (package fleet/...): what a
@@ -19,6 +21,11 @@ type fleetMarks struct {
 	runnable time.Time // the eval job's runnable_at, once seen
 	waited   bool      // its queue wait observed
 	detected bool      // its finish observed (detection latency, facts)
+	// For the store: what the finish showed.
+	wait, detection time.Duration
+	finishedAt      time.Time
+	attempts        []runfacts.Facts
+	build           int
 }
 
 // ErrViewTokenReused is a view token equal to the server token: its
@@ -47,7 +54,72 @@ func (s *Service) initFleet() {
 	s.cfg.Budget.record = func(c Class, status int, scope string) {
 		s.metrics.APIRequest(classNames[c], status, scope)
 	}
-	s.runs.onDone = func(r *Run, st client.Status) { s.metrics.RunDone(r.req.Queue, statusNames[st]) }
+	s.runs.onDone = func(r *Run, st client.Status) {
+		s.metrics.RunDone(r.req.Queue, statusNames[st])
+		s.keepRun(r, st)
+	}
+	if s.cfg.Store != nil {
+		s.storeq = make(chan fleetstore.Run, storeQueue)
+	}
+}
+
+// storeQueue bounds the runs waiting for the store: a database slower
+// than the runs drops history (logged), never holds a run's outcome.
+const storeQueue = 4096
+
+// keepRun queues the finished run for the store; r.mu is held (Run.finish).
+func (s *Service) keepRun(r *Run, st client.Status) {
+	if s.storeq == nil {
+		return
+	}
+	m := r.marks
+	rec := fleetstore.Run{ID: r.ID, Queue: r.req.Queue, Outcome: statusNames[st], Build: max(r.build, m.build), FinishedAt: m.finishedAt,
+		Wait: m.wait, Detection: m.detection}
+	if rec.FinishedAt.IsZero() {
+		rec.FinishedAt = s.cfg.Now()
+	}
+	for _, f := range m.attempts {
+		rec.Attempts = append(rec.Attempts, fleetstore.Attempt{Attempt: f.Attempt, Agent: f.Agent, Queue: f.Queue, Node: f.Node, Exit: f.Exit,
+			Noise: f.Noise, Xids: f.Xids, ClockEventSeconds: f.ClockEventSeconds})
+	}
+	select {
+	case s.storeq <- rec:
+	default:
+		go s.logf("store: %d runs waiting; run %s is not kept in the history", storeQueue, r.ID)
+	}
+}
+
+// storeWriter writes finished runs to the store, and prunes it to its
+// retention every storePrune.
+func (s *Service) storeWriter(ctx context.Context) {
+	if s.storeq == nil {
+		return
+	}
+	t := time.NewTicker(storePrune)
+	defer t.Stop()
+	s.pruneStore(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case rec := <-s.storeq:
+			if err := s.cfg.Store.RecordRun(ctx, rec); err != nil {
+				s.logf("store: run %s not kept: %v", rec.ID, err)
+			}
+		case <-t.C:
+			s.pruneStore(ctx)
+		}
+	}
+}
+
+const storePrune = time.Hour
+
+func (s *Service) pruneStore(ctx context.Context) {
+	if n, err := s.cfg.Store.Prune(ctx, s.cfg.Now()); err != nil {
+		s.logf("store: pruning: %v", err)
+	} else if n > 0 {
+		s.logf("store: dropped %d runs past the retention", n)
+	}
 }
 
 var classNames = map[Class]string{Urgent: "urgent", Poll: "poll", Create: "create"}
@@ -100,6 +172,9 @@ func (s *Service) noteSeen(r *Run, b *client.Build) {
 	r.marks.waited = r.marks.waited || observe
 	r.mu.Unlock()
 	if observe {
+		r.mu.Lock()
+		r.marks.wait = j.StartedAt.Sub(j.RunnableAt)
+		r.mu.Unlock()
 		s.metrics.QueueWait(r.req.Queue, j.StartedAt.Sub(j.RunnableAt))
 	}
 }
@@ -116,10 +191,15 @@ func (s *Service) noteFinished(r *Run, b *client.Build) {
 	if !first {
 		return
 	}
+	var detection time.Duration
 	if !b.FinishedAt.IsZero() {
-		s.metrics.Detected(s.cfg.Now().Sub(b.FinishedAt))
+		detection = s.cfg.Now().Sub(b.FinishedAt)
+		s.metrics.Detected(detection)
 	}
 	all, errs := runfacts.FromMetaData(b.MetaData)
+	r.mu.Lock()
+	r.marks.detection, r.marks.finishedAt, r.marks.attempts, r.marks.build = detection, b.FinishedAt, all, b.Number
+	r.mu.Unlock()
 	for _, f := range all {
 		s.metrics.RunFacts(f)
 	}

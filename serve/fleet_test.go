@@ -1,7 +1,9 @@
 package serve
 
 import (
+	"context"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
+	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 )
 
 const testViewToken = "kbgen-view-token-456"
@@ -137,5 +140,37 @@ func TestMetricsMachineFault(t *testing.T) {
 		if got, ok := sample(string(body), series); !ok || got != want {
 			t.Errorf("%s = %g (present %v), want %g:\n%s", series, got, ok, want, r.log.String())
 		}
+	}
+}
+
+// TestStoreKeepsRuns: with a store, each finished run is kept with its
+// queue, outcome, wait and every attempt's facts.
+func TestStoreKeepsRuns(t *testing.T) {
+	st, err := fleetstore.Open(context.Background(), fleetstore.Options{Path: filepath.Join(t.TempDir(), "s.db"), Service: "kbgen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sc := fastScript
+	sc.RetryExit = 75
+	sc.Facts = &runfacts.Facts{Agent: "gpu-node-3-gpu0", Queue: "nvidia-h100", Node: "gpu-node-3", Noise: "clean"}
+	r := newRig(t, rigOpts{script: sc, store: st})
+	r.submit("s1")
+	r.await("s1", 10*time.Second)
+	var runs []fleetstore.Run
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(runs) == 0; time.Sleep(20 * time.Millisecond) {
+		if runs, err = st.RunsSince(context.Background(), time.Time{}, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(runs) != 1 {
+		t.Fatalf("kept %d runs, want 1; log:\n%s", len(runs), r.log.String())
+	}
+	k := runs[0]
+	if k.ID != "s1" || k.Queue != "nvidia-h100" || k.Outcome != StatusObtained || k.Build == 0 || k.FinishedAt.IsZero() || len(k.Attempts) != 2 {
+		t.Fatalf("kept %+v", k)
+	}
+	if a := k.Attempts[0]; a.Attempt != 1 || a.Exit == nil || *a.Exit != 75 || a.Agent != "gpu-node-3-gpu0" {
+		t.Errorf("first attempt %+v, want exit 75 on gpu-node-3-gpu0", a)
 	}
 }

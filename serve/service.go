@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/fleet/metrics"
+	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/registry"
 )
 
@@ -76,6 +77,9 @@ type Config struct {
 	ViewToken string
 	// Metrics records the service's series (GET /metrics); nil: its own.
 	Metrics *metrics.Recorder
+	// Store, when set, keeps finished runs and their facts across
+	// restarts (fleet/store); the caller opens and closes it.
+	Store *fleetstore.Store
 	// Log receives one line per notable event; never the token.
 	Log io.Writer
 	Now func() time.Time // default time.Now
@@ -110,8 +114,10 @@ type Service struct {
 	downMu sync.Mutex
 	down   *outage // Buildkite unreachable at start; nil once found
 	keep   *keeper
-	// metrics is the fleet's series (fleet.go).
+	// metrics is the fleet's series, storeq the runs on their way to the
+	// store (fleet.go).
 	metrics *metrics.Recorder
+	storeq  chan fleetstore.Run
 }
 
 // outage is why the startup scan has not succeeded yet.
@@ -185,6 +191,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	go s.creator(ctx)
 	go s.watch(ctx)
+	go s.storeWriter(ctx)
 	for range 4 {
 		go s.fetcher(ctx)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/payload"
@@ -46,6 +47,7 @@ type rigOpts struct {
 	bootstrap string                // Config.BootstrapQueue
 	keep      Config                // its SpillDir and Result* bounds are used
 	view      string                // Config.ViewToken
+	store     *fleetstore.Store     // Config.Store
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -80,7 +82,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
-		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view,
+		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view, Store: o.store,
 		SpillDir: o.keep.SpillDir, ResultMemory: o.keep.ResultMemory, ResultInMemoryMax: o.keep.ResultInMemoryMax, ResultDisk: o.keep.ResultDisk})
 	if err != nil {
 		t.Fatal(err)

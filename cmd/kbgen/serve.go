@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"fmt"
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
@@ -21,6 +22,9 @@ type ServeCmd struct {
 	KeepDone       time.Duration `name:"keep-done" default:"24h" help:"How long a finished run's result stays available to GET /v1/runs/ID."`
 	BootstrapQueue string        `name:"bootstrap-queue" placeholder:"QUEUE" help:"Default: KBGEN_BOOTSTRAP_QUEUE. Queue of Kernelbot's control agents that run the bootstrap step and sign the pipeline, for every run that names none (Kernelbot's launcher names none). See docs/security.md."`
 	OrphanGrace    time.Duration `name:"orphan-grace" default:"2m" help:"Cancel a run whose client's event stream closed and no client re-attached within this long (a restarted Kernelbot backend never does); 0 never cancels."`
+	Store          string        `placeholder:"PATH" help:"SQLite file of the fleet's history (runs, facts, roster); default $XDG_STATE_HOME/kbgen/serve-NAME.db, else ~/.local/state/kbgen/serve-NAME.db: one per --name. 'off' keeps none."`
+	DatabaseURL    string        `name:"database-url" placeholder:"DSN" help:"PostgreSQL instead of SQLite, for hosts whose disk does not survive a redeploy (default: KBGEN_DATABASE_URL, which keeps the password out of the process list)."`
+	Retention      time.Duration `default:"720h" help:"How long the store keeps finished runs."`
 	Vendors        string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 
 	BuildkiteFlags `embed:""`
@@ -54,17 +58,25 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	ctx, stop := signalContext()
+	defer stop()
+	st, said, err := c.openStore(ctx, g)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.Close()
+	}
+	fmt.Fprintf(g.Stderr, "kbgen serve: %s\n", said)
 	svc, err := serve.New(serve.Config{
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
-		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace), ViewToken: g.Getenv(contract.EnvViewToken),
+		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace), ViewToken: g.Getenv(contract.EnvViewToken), Store: st,
 		BootstrapQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
 	})
 	if err != nil {
 		return exitcode.With(exitcode.Usage, err)
 	}
-	ctx, stop := signalContext()
-	defer stop()
 	return svc.Run(ctx, endpoint, serverToken, serve.DefaultLimits)
 }
 
@@ -91,6 +103,7 @@ Environment:
   KBGEN_VIEW_TOKEN          read-only bearer token: GET /metrics only (never submits or cancels)
   BUILDKITE_WEBHOOK_SECRET  webhook signing secret (X-Buildkite-Signature), or
   BUILDKITE_WEBHOOK_TOKEN   webhook token (X-Buildkite-Token)
+  KBGEN_DATABASE_URL        PostgreSQL DSN of the store (--database-url)
 
 API: POST /v1/runs, GET /v1/runs/ID, GET /v1/runs/ID/events, DELETE /v1/runs/ID,
 GET /v1/queues, GET /v1/queues/QUEUE, GET /, GET /metrics (Prometheus; see

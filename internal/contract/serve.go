@@ -21,3 +21,7 @@ const EnvViewToken = "KBGEN_VIEW_TOKEN"
 // the sandbox's exit status, which the run's facts carry to kbgen serve
 // (75: the machine's fault; fleet/runfacts).
 const EnvSandboxExit = "KBGEN_SANDBOX_EXIT"
+
+// EnvDatabaseURL is kbgen serve's PostgreSQL DSN (--database-url): the
+// environment keeps its password out of the process list.
+const EnvDatabaseURL = "KBGEN_DATABASE_URL"

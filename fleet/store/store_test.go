@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestRunsRoundTrip: a run and its attempts come back as kept, a second
+// record of the same run replaces it, and Prune drops what is older than
+// the retention, on both databases.
+func TestRunsRoundTrip(t *testing.T) {
+	for name, opts := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			o := opts(t, "kbgen")
+			o.Retention = time.Hour
+			s := open(t, o)
+			ctx := context.Background()
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			fault, ok := 75, 0
+			r := Run{ID: "r1", Queue: "nvidia-h100", Outcome: "obtained", Build: 7, FinishedAt: now, Wait: 1500 * time.Millisecond, Detection: 200 * time.Millisecond,
+				Attempts: []Attempt{{Attempt: 1, Agent: "a0", Queue: "nvidia-h100", Node: "n", Exit: &fault, Noise: "noisy", Xids: 1, ClockEventSeconds: 0.5},
+					{Attempt: 2, Agent: "a1", Queue: "nvidia-h100", Node: "n", Exit: &ok, Noise: "clean"}}}
+			old := Run{ID: "r0", Queue: "nvidia-h100", Outcome: "infra", Build: 6, FinishedAt: now.Add(-2 * time.Hour)}
+			for _, x := range []Run{old, r, r} {
+				if err := s.RecordRun(ctx, x); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := s.RunsSince(ctx, now.Add(-3*time.Hour), 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff([]Run{old, r}, got); d != "" {
+				t.Errorf("runs (-want +got):\n%s", d)
+			}
+			if n, err := s.Prune(ctx, now); err != nil || n != 1 {
+				t.Fatalf("pruned %d, %v; want the 2-hour-old run", n, err)
+			}
+			if got, _ := s.RunsSince(ctx, time.Time{}, 100); len(got) != 1 || got[0].ID != "r1" || len(got[0].Attempts) != 2 {
+				t.Errorf("after prune: %+v", got)
+			}
+		})
+	}
+}
+
+// TestServiceOwnsItsDatabase: a database another service made is refused
+// with a message that says what to do; its own service reopens it.
+func TestServiceOwnsItsDatabase(t *testing.T) {
+	for name, opts := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			o := opts(t, "kbgen")
+			s, err := Open(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			o.Service = "kbgen-staging"
+			if _, err := Open(context.Background(), o); !errors.Is(err, ErrOtherService) || !strings.Contains(err.Error(), `"kbgen"`) {
+				t.Fatalf("another service opened it: %v", err)
+			}
+			o.Service = "kbgen"
+			s = open(t, o)
+			if v, err := s.SchemaVersion(context.Background()); err != nil || v != migrations[len(migrations)-1].version {
+				t.Errorf("schema version %d, %v", v, err)
+			}
+		})
+	}
+}
+
+// TestNewerSchemaRefused: a database migrated by a newer kbgen is not
+// touched by an older one.
+func TestNewerSchemaRefused(t *testing.T) {
+	o := Options{Path: filepath.Join(t.TempDir(), "s.db"), Service: "kbgen"}
+	s := open(t, o)
+	if _, err := s.exec(context.Background(), `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)`, 999); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Open(context.Background(), o); err == nil || !strings.Contains(err.Error(), "newer than this kbgen") {
+		t.Fatalf("opened a newer schema: %v", err)
+	}
+}
+
+// TestSQLiteFileMode: the database file is the service's alone, and the
+// default path is one file per service name.
+func TestSQLiteFileMode(t *testing.T) {
+	t.Parallel()
+	p := DefaultPath(t.TempDir(), "kbgen")
+	open(t, Options{Path: p, Service: "kbgen"})
+	st, err := os.Stat(p)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v %v, want mode 0600", p, st.Mode(), err)
+	}
+	if DefaultPath("/s", "a") == DefaultPath("/s", "b") {
+		t.Error("two service names share a default path")
+	}
+}
+
+func TestRedactDSN(t *testing.T) {
+	t.Parallel()
+	if got := redactDSN("postgres://kbgen:hunter2@db:5432/kbgen"); strings.Contains(got, "hunter2") || !strings.Contains(got, "db:5432") {
+		t.Errorf("redacted %q", got)
+	}
+}
