@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	"github.com/gpu-mode/kbgen/fleet/metrics"
 	"github.com/gpu-mode/kbgen/fleet/roster"
 	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
@@ -76,6 +77,9 @@ type Config struct {
 	// takes it as well as the server token; nothing else does
 	// (KBGEN_VIEW_TOKEN; CheckTokens).
 	ViewToken string
+	// VendorTokens are vendors' dashboard tokens: each sees only its
+	// queues (--vendor-tokens).
+	VendorTokens []dashboard.Scope
 	// Metrics records the service's series (GET /metrics); nil: its own.
 	Metrics *metrics.Recorder
 	// Store, when set, keeps finished runs and their facts across
@@ -120,6 +124,8 @@ type Service struct {
 	metrics *metrics.Recorder
 	storeq  chan fleetstore.Run
 	roster  *roster.Roster
+	waits   recentWaits
+	tally   agentTally
 	agentq  chan roster.Agent
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
@@ -48,6 +49,7 @@ type rigOpts struct {
 	keep      Config                // its SpillDir and Result* bounds are used
 	view      string                // Config.ViewToken
 	store     *fleetstore.Store     // Config.Store
+	vendors   []dashboard.Scope     // Config.VendorTokens
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -82,7 +84,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
-		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view, Store: o.store,
+		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view, Store: o.store, VendorTokens: o.vendors,
 		SpillDir: o.keep.SpillDir, ResultMemory: o.keep.ResultMemory, ResultInMemoryMax: o.keep.ResultInMemoryMax, ResultDisk: o.keep.ResultDisk})
 	if err != nil {
 		t.Fatal(err)

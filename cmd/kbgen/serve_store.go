@@ -4,12 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
+	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
+
+// loadVendorTokens reads --vendor-tokens (none when path is "").
+func loadVendorTokens(path string) ([]dashboard.Scope, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, exitcode.With(exitcode.Usage, fmt.Errorf("--vendor-tokens: %w", err))
+	}
+	defer f.Close()
+	scopes, err := dashboard.LoadVendorTokens(f)
+	if err != nil {
+		return nil, exitcode.With(exitcode.Usage, fmt.Errorf("--vendor-tokens %s: %w", path, err))
+	}
+	return scopes, nil
+}
 
 // storeOff is --store's value that keeps no history.
 const storeOff = "off"

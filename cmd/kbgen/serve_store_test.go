@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +19,10 @@ func TestServeStoreRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
+	bad := filepath.Join(t.TempDir(), "vendors.json")
+	if err := os.WriteFile(bad, []byte(`[{"vendor": "amd", "token": "short", "queues": ["amd-mi300"]}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{"BUILDKITE_API_TOKEN": "t", "BUILDKITE_ORG": "o", "BUILDKITE_PIPELINE": "p", "KBGEN_SERVER_TOKEN": "tok"}
 	for _, tc := range []struct {
 		name string
@@ -26,6 +31,7 @@ func TestServeStoreRefusals(t *testing.T) {
 	}{
 		{"another service's database", []string{"--store", other}, `belongs to another service "kbgen-staging", not "kbgen"`},
 		{"two stores", []string{"--store", other, "--database-url", "postgres://x@127.0.0.1:1/x"}, "--store and --database-url"},
+		{"bad vendor tokens", []string{"--store", "off", "--vendor-tokens", bad}, "shorter than 16 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runKbgen(t, env, "", append([]string{"serve", "--listen", "127.0.0.1:0"}, tc.args...)...)
