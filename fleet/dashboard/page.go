@@ -131,7 +131,7 @@ func bar(used, limit int) template.HTML {
 	if limit > 0 {
 		w = math.Min(1, float64(used)/float64(limit)) * 200
 	}
-	return template.HTML(fmt.Sprintf(`<svg class="bar" width="200" height="12" role="img" aria-label="%d of %d used"><rect width="200" height="12" fill="#e5e7eb"/><rect width="%.0f" height="12" fill="#2563eb"/></svg>`, used, limit, w))  // numbers only: no caller text
+	return template.HTML(fmt.Sprintf(`<svg class="bar" width="200" height="12" role="img" aria-label="%d of %d used"><rect width="200" height="12" fill="#e5e7eb"/><rect width="%.0f" height="12" fill="#2563eb"/></svg>`, used, limit, w)) // numbers only: no caller text
 }
 
 const style = `body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#111}h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}
