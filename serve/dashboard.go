@@ -61,9 +61,27 @@ type agentTally struct {
 	by map[string]*tally
 }
 
-type tally struct{ runs, noisy, faults int }
+type tally struct {
+	runs, noisy, faults int
+	faultsAt            []time.Time // the last hour's, for the alert
+}
 
-func (a *agentTally) add(f runfacts.Facts) {
+// faultsSince is how many of agent's faults came at or after since.
+func (a *agentTally) faultsSince(agent string, since time.Time) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	if t := a.by[agent]; t != nil {
+		for _, at := range t.faultsAt {
+			if !at.Before(since) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (a *agentTally) add(f runfacts.Facts, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.by == nil {
@@ -83,6 +101,10 @@ func (a *agentTally) add(f runfacts.Facts) {
 	}
 	if f.Exit != nil && *f.Exit == 75 {
 		t.faults++
+		t.faultsAt = append(t.faultsAt, now)
+		for len(t.faultsAt) > 0 && now.Sub(t.faultsAt[0]) > time.Hour {
+			t.faultsAt = t.faultsAt[1:]
+		}
 	}
 }
 
@@ -90,7 +112,7 @@ func (a *agentTally) get(agent string) tally {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if t := a.by[agent]; t != nil {
-		return *t
+		return tally{runs: t.runs, noisy: t.noisy, faults: t.faults}
 	}
 	return tally{}
 }
@@ -99,7 +121,16 @@ func (a *agentTally) get(agent string) tally {
 // runs; the API budget for the whole-fleet scope only.
 func (s *Service) dashboardPage(scope dashboard.Scope) dashboard.Page {
 	now := s.cfg.Now()
-	p := dashboard.Page{Scope: scope, AsOf: now, AlertsOff: "alerting is not set up in this kbgen serve"}
+	p := dashboard.Page{Scope: scope, AsOf: now}
+	if s.alerts == nil {
+		p.AlertsOff = "alerting is not set up in this kbgen serve (--alerts)"
+	} else {
+		for _, a := range s.alerts.Open() {
+			if scope.Sees(a.Queue) {
+				p.Alerts = append(p.Alerts, dashboard.Alert{ID: a.ID, Name: a.Name, Severity: "firing", Summary: a.Summary, Since: a.Since})
+			}
+		}
+	}
 	byQueue := map[string]*dashboard.Queue{}
 	queue := func(name string) *dashboard.Queue {
 		if byQueue[name] == nil {

@@ -45,7 +45,7 @@ func CheckTokens(server, view string) error {
 
 // initFleet makes the recorder and hooks it to
 // the budget, the runs and the scrape-time snapshot.
-func (s *Service) initFleet() {
+func (s *Service) initFleet() error {
 	s.metrics = s.cfg.Metrics
 	if s.metrics == nil {
 		s.metrics = metrics.New()
@@ -62,6 +62,7 @@ func (s *Service) initFleet() {
 	if s.cfg.Store != nil {
 		s.storeq = make(chan fleetstore.Run, storeQueue)
 	}
+	return s.initAlerts()
 }
 
 // storeQueue bounds the runs waiting for the store: a database slower
@@ -209,7 +210,7 @@ func (s *Service) noteFinished(r *Run, b *client.Build) {
 	for _, f := range all {
 		s.metrics.RunFacts(f)
 		s.roster.Facts(f, s.cfg.Now())
-		s.tally.add(f)
+		s.tally.add(f, s.cfg.Now())
 	}
 	for _, err := range errs {
 		s.logf("run %s: run facts: %v", r.ID, err)

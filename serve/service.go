@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/fleet/alert"
 	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	"github.com/gpu-mode/kbgen/fleet/metrics"
 	"github.com/gpu-mode/kbgen/fleet/roster"
@@ -77,6 +78,12 @@ type Config struct {
 	// takes it as well as the server token; nothing else does
 	// (KBGEN_VIEW_TOKEN; CheckTokens).
 	ViewToken string
+	// Alerts, when set, turns on kbgen serve's own alerting (--alerts;
+	// package fleet/alert).
+	Alerts *alert.Config
+	// AlertEvery is how often alert conditions are evaluated; default
+	// 15 s.
+	AlertEvery time.Duration
 	// VendorTokens are vendors' dashboard tokens: each sees only its
 	// queues (--vendor-tokens).
 	VendorTokens []dashboard.Scope
@@ -124,6 +131,7 @@ type Service struct {
 	metrics *metrics.Recorder
 	storeq  chan fleetstore.Run
 	roster  *roster.Roster
+	alerts  *alert.Engine
 	waits   recentWaits
 	tally   agentTally
 	agentq  chan roster.Agent
@@ -179,7 +187,9 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	s := &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{}), keep: newKeeper(cfg)}
-	s.initFleet()
+	if err := s.initFleet(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -201,6 +211,7 @@ func (s *Service) Start(ctx context.Context) error {
 	go s.creator(ctx)
 	go s.watch(ctx)
 	go s.storeWriter(ctx)
+	go s.runAlerts(ctx)
 	for range 4 {
 		go s.fetcher(ctx)
 	}

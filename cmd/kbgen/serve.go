@@ -25,6 +25,7 @@ type ServeCmd struct {
 	Store          string        `placeholder:"PATH" help:"SQLite file of the fleet's history (runs, facts, roster); default $XDG_STATE_HOME/kbgen/serve-NAME.db, else ~/.local/state/kbgen/serve-NAME.db: one per --name. 'off' keeps none."`
 	DatabaseURL    string        `name:"database-url" placeholder:"DSN" help:"PostgreSQL instead of SQLite, for hosts whose disk does not survive a redeploy (default: KBGEN_DATABASE_URL, which keeps the password out of the process list)."`
 	Retention      time.Duration `default:"720h" help:"How long the store keeps finished runs."`
+	Alerts         string        `placeholder:"FILE" help:"JSON alerts file: channels (Slack incoming webhooks or generic JSON webhooks), routes per vendor queue, rules (see docs/operations.md)."`
 	VendorTokens   string        `name:"vendor-tokens" placeholder:"FILE" help:"JSON list of {\"vendor\", \"token\", \"queues\"}: each vendor's token opens /dashboard showing only its queues (see docs/operations.md)."`
 	Vendors        string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 
@@ -63,6 +64,10 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	alerts, err := loadAlerts(c.Alerts)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	st, said, err := c.openStore(ctx, g)
@@ -76,7 +81,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	svc, err := serve.New(serve.Config{
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
-		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace), ViewToken: g.Getenv(contract.EnvViewToken), Store: st, VendorTokens: vendors,
+		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace), ViewToken: g.Getenv(contract.EnvViewToken), Store: st, VendorTokens: vendors, Alerts: alerts,
 		BootstrapQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
 	})
 	if err != nil {

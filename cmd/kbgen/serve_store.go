@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gpu-mode/kbgen/fleet/alert"
 	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -28,6 +29,23 @@ func loadVendorTokens(path string) ([]dashboard.Scope, error) {
 		return nil, exitcode.With(exitcode.Usage, fmt.Errorf("--vendor-tokens %s: %w", path, err))
 	}
 	return scopes, nil
+}
+
+// loadAlerts reads --alerts (nil when path is "").
+func loadAlerts(path string) (*alert.Config, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, exitcode.With(exitcode.Usage, fmt.Errorf("--alerts: %w", err))
+	}
+	defer f.Close()
+	c, err := alert.LoadConfig(f)
+	if err != nil {
+		return nil, exitcode.With(exitcode.Usage, fmt.Errorf("--alerts %s: %w", path, err))
+	}
+	return &c, nil
 }
 
 // storeOff is --store's value that keeps no history.

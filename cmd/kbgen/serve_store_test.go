@@ -32,6 +32,7 @@ func TestServeStoreRefusals(t *testing.T) {
 		{"another service's database", []string{"--store", other}, `belongs to another service "kbgen-staging", not "kbgen"`},
 		{"two stores", []string{"--store", other, "--database-url", "postgres://x@127.0.0.1:1/x"}, "--store and --database-url"},
 		{"bad vendor tokens", []string{"--store", "off", "--vendor-tokens", bad}, "shorter than 16 bytes"},
+		{"bad alerts", []string{"--store", "off", "--alerts", bad}, "--alerts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runKbgen(t, env, "", append([]string{"serve", "--listen", "127.0.0.1:0"}, tc.args...)...)

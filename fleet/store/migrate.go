@@ -48,6 +48,14 @@ var migrations = []migration{
 	{2, []string{
 		`CREATE TABLE agents (name TEXT PRIMARY KEY, data TEXT NOT NULL, updated_at BIGINT NOT NULL)`,
 	}},
+	// The alert ledger (fleet/alert): the alarms now, and every message
+	// for every channel, kept once delivered (delivered_at) for the
+	// record until the retention.
+	{3, []string{
+		`CREATE TABLE alarms (id TEXT PRIMARY KEY, data TEXT NOT NULL)`,
+		`CREATE TABLE deliveries (seq BIGINT PRIMARY KEY, channel TEXT NOT NULL, message TEXT NOT NULL, created_at BIGINT NOT NULL, delivered_at BIGINT)`,
+		`CREATE INDEX deliveries_pending ON deliveries (delivered_at, seq)`,
+	}},
 }
 
 // ErrNewerSchema is a database a newer kbgen migrated.

@@ -129,6 +129,9 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
 	if _, err := s.exec(ctx, `DELETE FROM attempts WHERE finished_at < $1`, cut); err != nil {
 		return 0, fmt.Errorf("store: %w", err)
 	}
+	if _, err := s.exec(ctx, `DELETE FROM deliveries WHERE delivered_at IS NOT NULL AND delivered_at < $1`, cut); err != nil {
+		return 0, fmt.Errorf("store: %w", err)
+	}
 	res, err := s.exec(ctx, `DELETE FROM runs WHERE finished_at < $1`, cut)
 	if err != nil {
 		return 0, fmt.Errorf("store: %w", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpu-mode/kbgen/fleet/alert"
 	"github.com/gpu-mode/kbgen/fleet/roster"
 )
 
@@ -132,6 +133,46 @@ func TestAgentsRoundTrip(t *testing.T) {
 			}
 			if d := cmp.Diff([]roster.Agent{a, b}, got); d != "" {
 				t.Errorf("agents (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestAlertLedger: the store keeps alarms and undelivered messages across
+// a reopen (a restart), and a delivered message is not pending again, on
+// both databases.
+func TestAlertLedger(t *testing.T) {
+	for name, opts := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			o := opts(t, "kbgen")
+			s := open(t, o)
+			l := s.AlertLedger()
+			a := alert.Alarm{Condition: alert.Condition{ID: "queue_stuck/q", Name: "queue stuck", Queue: "q"}, State: alert.Firing, Since: time.Unix(1, 0).UTC()}
+			m := alert.Message{AlarmID: a.ID, Status: alert.StatusFiring, Key: "queue_stuck/q/FIRING/1"}
+			if err := l.Record([]alert.Alarm{a}, nil, []alert.Delivery{{Channel: "ops", Message: m}, {Channel: "amd", Message: m}}); err != nil {
+				t.Fatal(err)
+			}
+			p, err := l.Pending()
+			if err != nil || len(p) != 2 || p[0].Seq >= p[1].Seq {
+				t.Fatalf("pending %+v, %v", p, err)
+			}
+			if err := l.Delivered(p[0].Seq); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			s = open(t, o)
+			l = s.AlertLedger()
+			if p, _ := l.Pending(); len(p) != 1 || p[0].Channel != "amd" || p[0].Message.Key != m.Key {
+				t.Fatalf("pending after reopen %+v", p)
+			}
+			if as, _ := l.Alarms(); len(as) != 1 || as[0].State != alert.Firing || !as[0].Since.Equal(a.Since) {
+				t.Fatalf("alarms after reopen %+v", as)
+			}
+			if err := l.Record(nil, []string{a.ID}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if as, _ := l.Alarms(); len(as) != 0 {
+				t.Errorf("alarm not removed: %+v", as)
 			}
 		})
 	}
