@@ -177,3 +177,38 @@ func TestAlertLedger(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrationUpgrade: a database an older kbgen made (schema 1, with a
+// run in it) is migrated to the latest schema on open, its run kept.
+func TestMigrationUpgrade(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := openSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &Store{db: db}
+	ctx := context.Background()
+	if _, err := old.exec(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.apply(ctx, migrations[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`INSERT INTO meta (key, value) VALUES ('service', 'kbgen')`,
+		`INSERT INTO runs (run_id, queue, outcome, build, finished_at) VALUES ('r1', 'q', 'obtained', 1, 1000)`} {
+		if _, err := old.exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s := open(t, Options{Path: path, Service: "kbgen"})
+	if v, _ := s.SchemaVersion(ctx); v != migrations[len(migrations)-1].version {
+		t.Fatalf("schema %d after open, want %d", v, migrations[len(migrations)-1].version)
+	}
+	if runs, err := s.RunsSince(ctx, time.Time{}, 10); err != nil || len(runs) != 1 || runs[0].ID != "r1" {
+		t.Fatalf("runs after the upgrade: %+v %v", runs, err)
+	}
+	if err := s.PutAgent(ctx, roster.Agent{Name: "a"}); err != nil {
+		t.Errorf("the new agents table: %v", err)
+	}
+}
