@@ -110,7 +110,8 @@ it finds its builds by meta-data and resumes them. See docs/backend.md.
 Environment:
   BUILDKITE_API_TOKEN       the Buildkite token (or --token-file); never leaves the service
   KBGEN_SERVER_TOKEN        bearer token clients must send (required on TCP)
-  KBGEN_VIEW_TOKEN          read-only bearer token: GET /metrics only (never submits or cancels)
+  KBGEN_VIEW_TOKEN          read-only bearer token: /metrics, /v1/agents, /dashboard (never submits,
+                            cancels or quarantines)
   BUILDKITE_WEBHOOK_SECRET  webhook signing secret (X-Buildkite-Signature), or
   BUILDKITE_WEBHOOK_TOKEN   webhook token (X-Buildkite-Token)
   KBGEN_DATABASE_URL        PostgreSQL DSN of the store (--database-url)
