@@ -81,6 +81,8 @@ func (a *agentTally) faultsSince(agent string, since time.Time) int {
 	return n
 }
 
+// add counts an attempt's facts; at is when it finished (Buildkite's
+// clock), so a build recovered at start counts when it happened.
 func (a *agentTally) add(f runfacts.Facts, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -102,7 +104,8 @@ func (a *agentTally) add(f runfacts.Facts, now time.Time) {
 	if f.Exit != nil && *f.Exit == 75 {
 		t.faults++
 		t.faultsAt = append(t.faultsAt, now)
-		for len(t.faultsAt) > 0 && now.Sub(t.faultsAt[0]) > time.Hour {
+		slices.SortFunc(t.faultsAt, time.Time.Compare)
+		for len(t.faultsAt) > 0 && t.faultsAt[len(t.faultsAt)-1].Sub(t.faultsAt[0]) > time.Hour {
 			t.faultsAt = t.faultsAt[1:]
 		}
 	}

@@ -199,9 +199,16 @@ func (s *Service) noteFinished(r *Run, b *client.Build) {
 		return
 	}
 	var detection time.Duration
-	if !b.FinishedAt.IsZero() {
+	// A run recovered at start (no payload: found on Buildkite) finished
+	// while no service watched: its delay is the restart's, not
+	// detection's.
+	if !b.FinishedAt.IsZero() && r.req.Payload != "" {
 		detection = s.cfg.Now().Sub(b.FinishedAt)
 		s.metrics.Detected(detection)
+	}
+	at := b.FinishedAt
+	if at.IsZero() {
+		at = s.cfg.Now()
 	}
 	all, errs := runfacts.FromMetaData(b.MetaData)
 	r.mu.Lock()
@@ -209,8 +216,8 @@ func (s *Service) noteFinished(r *Run, b *client.Build) {
 	r.mu.Unlock()
 	for _, f := range all {
 		s.metrics.RunFacts(f)
-		s.roster.Facts(f, s.cfg.Now())
-		s.tally.add(f, s.cfg.Now())
+		s.roster.Facts(f, at)
+		s.tally.add(f, at)
 	}
 	for _, err := range errs {
 		s.logf("run %s: run facts: %v", r.ID, err)

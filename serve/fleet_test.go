@@ -274,3 +274,23 @@ func TestRosterQuarantineAndLost(t *testing.T) {
 		t.Errorf("quarantine of an unknown agent: %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestRecoveredRunIsNoDetection: a run a restarted service finds already
+// finished is counted as a run, but its delay (the restart's) is not a
+// detection latency.
+func TestRecoveredRunIsNoDetection(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	r.submit("rec1")
+	r.await("rec1", 10*time.Second)
+	again := newRig(t, rigOpts{fake: r.fake})
+	if st := again.await("rec1", 10*time.Second); st.Status != StatusObtained {
+		t.Fatalf("recovered: %+v", st)
+	}
+	_, body := again.do("GET", "/metrics", nil, testToken)
+	if v, _ := sample(string(body), `kbgen_detection_latency_seconds_count`); v != 0 {
+		t.Errorf("the recovered run counted as a detection (%g):\n%s", v, body)
+	}
+	if v, _ := sample(string(body), `kbgen_runs_total{outcome="obtained",queue="nvidia-h100"}`); v != 1 {
+		t.Errorf("the recovered run is not counted as a run (%g)", v)
+	}
+}
