@@ -96,6 +96,9 @@ type Job struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	Agent      string
+	// RunnableAt is when the job became ready for an agent (its wait
+	// for one ends at StartedAt).
+	RunnableAt time.Time
 }
 
 // Started reports whether an agent ever ran the job.
@@ -267,6 +270,7 @@ func convertBuild(b *buildkite.Build) *Build {
 			StartedAt:  ts(j.StartedAt),
 			FinishedAt: ts(j.FinishedAt),
 			Agent:      j.Agent.Name,
+			RunnableAt: ts(j.RunnableAt),
 		})
 	}
 	return out

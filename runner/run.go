@@ -253,7 +253,12 @@ func publishResult(ctx context.Context, o RunOptions) (Outcome, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		logf(o.Log, "%v; publishing without it", err)
 	}
+	facts := make(chan error, 1)
+	go func() { facts <- publishFacts(context.WithoutCancel(ctx), agent, o.lookup, rec) }()
 	out.PublishErr = Publish(ctx, agent, o.Publish, files, mode, res, rec.Markdown())
+	if err := <-facts; err != nil {
+		logf(o.Log, "run facts not published (kbgen serve's fleet view misses this run): %v", err)
+	}
 	logLines(o.Log, out.PublishErr)
 	if out.PublishErr != nil {
 		out.Code = exitcode.Failure

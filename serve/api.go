@@ -40,7 +40,12 @@ func (s *Service) Handler(token string) http.Handler {
 	mux.HandleFunc("DELETE /v1/runs/{id}", auth(s.serveDelete))
 	mux.HandleFunc("GET /v1/queues", auth(s.serveQueues))
 	mux.HandleFunc("GET /v1/queues/{queue}", auth(s.serveQueues))
-	mux.HandleFunc("POST /v1/buildkite/webhook", s.serveWebhook)
+	mux.HandleFunc("POST /v1/buildkite/webhook", s.countWebhook(s.serveWebhook))
+	mux.Handle("GET /metrics", s.viewAuth(token, s.metrics.Handler().ServeHTTP))
+	mux.HandleFunc("GET /v1/agents", s.viewAuth(token, s.serveAgents))
+	s.mountDashboard(mux, token)
+	mux.HandleFunc("POST /v1/agents/{name}/quarantine", auth(s.serveQuarantine))
+	mux.HandleFunc("POST /v1/agents/{name}/resume", auth(s.serveResume))
 	for _, rt := range s.routes {
 		h := rt.h
 		if rt.token {

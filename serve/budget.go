@@ -107,6 +107,8 @@ type Budget struct {
 	now       func() time.Time
 	changed   chan struct{}
 	totalSent int64
+	// record, when set, is told every answer (fleet.go's metrics).
+	record func(c Class, status int, scope string)
 }
 
 type sent struct {
@@ -401,6 +403,10 @@ func (t budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	t.b.Observe(u, resp.StatusCode, resp.Header, client.LimitScope(resp))
+	scope := client.LimitScope(resp)
+	t.b.Observe(u, resp.StatusCode, resp.Header, scope)
+	if t.b.record != nil {
+		t.b.record(classOf(req.Context()), resp.StatusCode, scope)
+	}
 	return resp, nil
 }

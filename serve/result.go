@@ -18,6 +18,7 @@ import (
 // fetcher reads it as kbgen submit does (client.Result), so the two always
 // agree.
 func (s *Service) resolve(r *Run, b *client.Build) {
+	s.noteFinished(r, b)
 	if b.State == client.StateCanceled {
 		_, _, _, deadline, _, _ := r.snapshot()
 		if r.finish(client.TimedOut, canceledResult(b.Number, deadline), s.keep, s.cfg.Now()) {

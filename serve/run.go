@@ -39,6 +39,8 @@ type Run struct {
 	streams     int           // event streams open now
 	creator     string        // the instance that created its build, when adopted (twin.go)
 	seen        time.Time     // a client's last sign: its POST, a GET, a stream open or closed
+	marks       fleetMarks    // fleet.go
+	onDone      func(*Run, client.Status)
 }
 
 func newRun(req RunRequest, now time.Time) *Run {
@@ -118,6 +120,9 @@ func (r *Run) finish(st client.Status, res *payload.FullResult, k *keeper, now t
 		return false
 	}
 	r.done, r.doneAt, r.status, r.result = true, now, st, k.keep(res)
+	if r.onDone != nil {
+		r.onDone(r, st)
+	}
 	code := st.ExitCode()
 	// The event is kept and replayed, and a client reads it as one line:
 	// the error (the submission's to size) is cut.

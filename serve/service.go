@@ -9,6 +9,11 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/fleet/alert"
+	"github.com/gpu-mode/kbgen/fleet/dashboard"
+	"github.com/gpu-mode/kbgen/fleet/metrics"
+	"github.com/gpu-mode/kbgen/fleet/roster"
+	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/registry"
 )
 
@@ -78,6 +83,24 @@ type Config struct {
 	// stream (heartbeat.go); default DefaultHeartbeat, at most
 	// MaxHeartbeat.
 	Heartbeat time.Duration
+	// ViewToken, when set, is a read-only bearer token: GET /metrics
+	// takes it as well as the server token; nothing else does
+	// (KBGEN_VIEW_TOKEN; CheckTokens).
+	ViewToken string
+	// Alerts, when set, turns on kbgen serve's own alerting (--alerts;
+	// package fleet/alert).
+	Alerts *alert.Config
+	// AlertEvery is how often alert conditions are evaluated; default
+	// 15 s.
+	AlertEvery time.Duration
+	// VendorTokens are vendors' dashboard tokens: each sees only its
+	// queues (--vendor-tokens).
+	VendorTokens []dashboard.Scope
+	// Metrics records the service's series (GET /metrics); nil: its own.
+	Metrics *metrics.Recorder
+	// Store, when set, keeps finished runs and their facts across
+	// restarts (fleet/store); the caller opens and closes it.
+	Store *fleetstore.Store
 	// Log receives one line per notable event; never the token.
 	Log io.Writer
 	Now func() time.Time // default time.Now
@@ -119,6 +142,15 @@ type Service struct {
 	twin     *twin
 	// routes are the handlers added beside the API (Handle).
 	routes []route
+	// metrics is the fleet's series, storeq the runs on their way to the
+	// store (fleet.go).
+	metrics *metrics.Recorder
+	storeq  chan fleetstore.Run
+	roster  *roster.Roster
+	alerts  *alert.Engine
+	waits   recentWaits
+	tally   agentTally
+	agentq  chan roster.Agent
 }
 
 // outage is why the startup scan has not succeeded yet.
@@ -176,8 +208,12 @@ func New(cfg Config) (*Service, error) {
 			cfg.Budget.PollShare = min(cfg.Budget.PollShare, max(cfg.Budget.Effective()/5, safety+webhookRoom))
 		}
 	}
-	return &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{}), keep: newKeeper(cfg),
-		instance: newInstance(), started: cfg.Now()}, nil
+	s := &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{}), keep: newKeeper(cfg),
+		instance: newInstance(), started: cfg.Now()}
+	if err := s.initFleet(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Start finds the service's builds on Buildkite (a restart resumes them),
@@ -197,6 +233,8 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	go s.creator(ctx)
 	go s.watch(ctx)
+	go s.storeWriter(ctx)
+	go s.runAlerts(ctx)
 	for range 4 {
 		go s.fetcher(ctx)
 	}

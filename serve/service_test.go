@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
+	"github.com/gpu-mode/kbgen/fleet/alert"
+	"github.com/gpu-mode/kbgen/fleet/dashboard"
+	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/payload"
@@ -48,6 +51,10 @@ type rigOpts struct {
 	queueTTL  time.Duration         // Config.QueueTTL
 	bootstrap string                // Config.BootstrapQueue
 	keep      Config                // its SpillDir and Result* bounds are used
+	view      string                // Config.ViewToken
+	store     *fleetstore.Store     // Config.Store
+	vendors   []dashboard.Scope     // Config.VendorTokens
+	alerts    *alert.Config         // Config.Alerts, evaluated every 20 ms
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -82,7 +89,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
-		OrphanGrace: o.orphan, Heartbeat: o.heartbeat, Name: o.name, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap,
+		OrphanGrace: o.orphan, Heartbeat: o.heartbeat, Name: o.name, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view, Store: o.store, VendorTokens: o.vendors, Alerts: o.alerts, AlertEvery: 20 * time.Millisecond,
 		SpillDir: o.keep.SpillDir, ResultMemory: o.keep.ResultMemory, ResultInMemoryMax: o.keep.ResultInMemoryMax, ResultDisk: o.keep.ResultDisk})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package serve
 import (
 	"sync"
 	"time"
+
+	"github.com/gpu-mode/kbgen/client"
 )
 
 // store holds the runs by id and by build number. A done run stays for
@@ -12,6 +14,8 @@ type store struct {
 	mu      sync.Mutex
 	byID    map[string]*Run
 	byBuild map[int]*Run
+	// onDone is called once per run as it finishes (fleet.go's metrics).
+	onDone func(*Run, client.Status)
 }
 
 func newStore() *store {
@@ -26,6 +30,7 @@ func (s *store) add(req RunRequest, now time.Time) (r *Run, fresh bool) {
 		return r, false
 	}
 	r = newRun(req, now)
+	r.onDone = s.onDone
 	s.byID[req.RunID] = r
 	return r, true
 }
@@ -38,6 +43,7 @@ func (s *store) adopt(r *Run) *Run {
 		return old
 	}
 	s.byID[r.ID] = r
+	r.onDone = s.onDone
 	if r.build != 0 {
 		s.byBuild[r.build] = r
 	}

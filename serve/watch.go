@@ -228,6 +228,7 @@ func (s *Service) seen(b *client.Build) {
 	}
 	now := s.cfg.Now()
 	r.observe(b, now)
+	s.noteSeen(r, b)
 	if b.Finished() {
 		s.resolve(r, b)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"fmt"
 	"time"
 
 	"github.com/gpu-mode/kbgen/client"
@@ -26,6 +27,11 @@ type ServeCmd struct {
 	Heartbeat      time.Duration `default:"15s" help:"Interval of the heartbeat line ({\"event\":\"heartbeat\"}) on every event stream, so a proxy's read timeout (nginx: 60s) never cuts a quiet one; at most 20s."`
 	OrgLimit       int           `name:"org-limit" default:"${org_limit}" help:"The organization's REST limit a minute (Buildkite's default; kbgen doctor --buildkite reads yours): --api-budget over it is refused."`
 	UserLimit      int           `name:"user-limit" default:"${user_limit}" help:"Each user's REST limit a minute (Buildkite's default): --user-budget over it is refused."`
+	Store          string        `placeholder:"PATH" help:"SQLite file of the fleet's history (runs, facts, roster); default $XDG_STATE_HOME/kbgen/serve-NAME.db, else ~/.local/state/kbgen/serve-NAME.db: one per --name. 'off' keeps none."`
+	DatabaseURL    string        `name:"database-url" placeholder:"DSN" help:"PostgreSQL instead of SQLite, for hosts whose disk does not survive a redeploy (default: KBGEN_DATABASE_URL, which keeps the password out of the process list)."`
+	Retention      time.Duration `default:"720h" help:"How long the store keeps finished runs."`
+	Alerts         string        `placeholder:"FILE" help:"JSON alerts file: channels (Slack incoming webhooks or generic JSON webhooks), routes per vendor queue, rules (see docs/operations.md)."`
+	VendorTokens   string        `name:"vendor-tokens" placeholder:"FILE" help:"JSON list of {\"vendor\", \"token\", \"queues\"}: each vendor's token opens /dashboard showing only its queues (see docs/operations.md)."`
 	Vendors        string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 
 	BuildkiteFlags `embed:""`
@@ -42,6 +48,9 @@ func (c *ServeCmd) Run(g *Globals) error {
 	endpoint, err := serve.ParseListenTLS(c.Listen, serverToken, c.TLSCert, c.TLSKey)
 	if err != nil {
 		return err
+	}
+	if err := serve.CheckTokens(serverToken, g.Getenv(contract.EnvViewToken)); err != nil {
+		return exitcode.With(exitcode.Usage, err)
 	}
 	reg, err := loadRegistry(g, c.Vendors)
 	if err != nil {
@@ -62,17 +71,34 @@ func (c *ServeCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	vendors, err := loadVendorTokens(c.VendorTokens)
+	if err != nil {
+		return err
+	}
+	alerts, err := loadAlerts(c.Alerts)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	st, said, err := c.openStore(ctx, g)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.Close()
+	}
+	fmt.Fprintf(g.Stderr, "kbgen serve: %s\n", said)
 	svc, err := serve.New(serve.Config{
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
 		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace), Heartbeat: c.Heartbeat,
+		ViewToken: g.Getenv(contract.EnvViewToken), Store: st, VendorTokens: vendors, Alerts: alerts,
 		BootstrapQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
 	})
 	if err != nil {
 		return exitcode.With(exitcode.Usage, err)
 	}
-	ctx, stop := signalContext()
-	defer stop()
 	return svc.Run(ctx, endpoint, serverToken, serve.DefaultLimits)
 }
 
@@ -98,11 +124,17 @@ docs/backend.md; deploying it beside Kernelbot: docs/serve-deployment.md.
 Environment:
   BUILDKITE_API_TOKEN       the Buildkite token (or --token-file); never leaves the service
   KBGEN_SERVER_TOKEN        bearer token clients must send (required on TCP)
+  KBGEN_VIEW_TOKEN          read-only bearer token: /metrics, /v1/agents, /dashboard (never submits,
+                            cancels or quarantines)
   BUILDKITE_WEBHOOK_SECRET  webhook signing secret (X-Buildkite-Signature), or
   BUILDKITE_WEBHOOK_TOKEN   webhook token (X-Buildkite-Token)
+  KBGEN_DATABASE_URL        PostgreSQL DSN of the store (--database-url)
 
 API: POST /v1/runs, GET /v1/runs/ID, GET /v1/runs/ID/events, DELETE /v1/runs/ID,
-GET /v1/queues, GET /v1/queues/QUEUE, GET / (health; kbgen health URL asks it).
+GET /v1/queues, GET /v1/queues/QUEUE, GET / (health; kbgen health URL asks it),
+GET /metrics (Prometheus), GET /dashboard, GET /v1/agents,
+POST /v1/agents/NAME/quarantine|resume (see "Watching the fleet" in
+docs/operations.md).
 
 Example:
   export BUILDKITE_API_TOKEN=… BUILDKITE_ORG=gpu-mode BUILDKITE_PIPELINE=kernelbot KBGEN_SERVER_TOKEN=…

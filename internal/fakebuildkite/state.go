@@ -14,6 +14,7 @@ type jobState struct {
 	key, label, state string
 	exit              *int
 	started, finished time.Time
+	runnable          time.Time // ready for an agent (runnable_at)
 	retried           bool
 }
 
@@ -60,7 +61,7 @@ func (s *Server) stateLocked(b *build, now time.Time) snapshot {
 			return snap
 		}
 		snap.boot.state, snap.boot.exit = "passed", ip(0)
-		snap.eval = &jobState{key: contract.EvalStepKey, label: ":nvidia: eval h100 · test", state: "scheduled"}
+		snap.eval = &jobState{key: contract.EvalStepKey, label: ":nvidia: eval h100 · test", state: "scheduled", runnable: at(sc.Uploaded)}
 		if sc.NoStepKey {
 			snap.eval.key = ""
 		}
@@ -74,7 +75,7 @@ func (s *Server) stateLocked(b *build, now time.Time) snapshot {
 		first := *snap.eval
 		first.state, first.exit, first.finished, first.retried = "failed", ip(sc.RetryExit), at(mid), true
 		snap.first = &first
-		snap.eval.started = at(mid)
+		snap.eval.started, snap.eval.runnable = at(mid), at(mid)
 	}
 	if snap.eval != nil && !sc.Never && reached(sc.Finish) {
 		snap.finished, snap.ended = true, at(sc.Finish)
@@ -135,7 +136,7 @@ func (s *Server) buildJSON(b *build, now time.Time) map[string]any {
 		job := map[string]any{
 			"id": id, "type": "script", "name": j.label, "state": j.state, // REST jobs have a name, no label (builds.md)
 			"exit_status": j.exit, "created_at": tsp(b.created), "started_at": tsp(j.started), "finished_at": tsp(j.finished),
-			"artifacts_url": fmt.Sprintf("%s/jobs/%s/artifacts", base, id), "web_url": fmt.Sprintf("https://buildkite.com/%s/%s/builds/%d#%s", s.Org, s.Pipeline, b.number, id),
+			"runnable_at": tsp(j.runnable), "artifacts_url": fmt.Sprintf("%s/jobs/%s/artifacts", base, id), "web_url": fmt.Sprintf("https://buildkite.com/%s/%s/builds/%d#%s", s.Org, s.Pipeline, b.number, id),
 			"retried": j.retried,
 		}
 		if j.retried {

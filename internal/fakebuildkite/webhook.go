@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
@@ -218,6 +219,39 @@ var resultMetaOnce sync.Map // build and job → encoded result, computed once
 // last write wins (build_meta_data.md): a first attempt's value stays
 // when its retry sets none.
 func (s *Server) metaData(b *build, snap snapshot) map[string]string {
+	return withFacts(s.resultMetaData(b, snap), b, snap)
+}
+
+// withFacts adds the script's run facts (Script.Facts) for each eval
+// attempt that ran to its end, under its attempt's key, stamped with its
+// job and with its exit status, as the hook's publish sets them.
+func withFacts(md map[string]string, b *build, snap snapshot) map[string]string {
+	if b.script.Facts == nil {
+		return md
+	}
+	md = maps.Clone(md)
+	if md == nil {
+		md = map[string]string{}
+	}
+	attempt := 1
+	if j := snap.first; j != nil {
+		setFacts(md, *b.script.Facts, attempt, firstJobID(b), j.exit)
+		attempt++
+	}
+	if j := snap.eval; j != nil && !j.started.IsZero() && !j.finished.IsZero() && j.state != "canceled" {
+		setFacts(md, *b.script.Facts, attempt, jobID(b, true), j.exit)
+	}
+	return md
+}
+
+func setFacts(md map[string]string, f runfacts.Facts, attempt int, job string, exit *int) {
+	f.Attempt, f.Exit = attempt, exit
+	if v, err := runfacts.Encode(job, f); err == nil {
+		md[runfacts.Key(attempt)] = v
+	}
+}
+
+func (s *Server) resultMetaData(b *build, snap snapshot) map[string]string {
 	if !b.script.ResultInMetaData {
 		return b.body.MetaData
 	}

@@ -1,0 +1,50 @@
+package hostfacts
+
+import (
+	"os"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/gpu-mode/kbgen/fleet/runfacts"
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/version"
+	"github.com/gpu-mode/kbgen/noise"
+)
+
+const uuid = "GPU-9b0d3e39-2c11-4f6a-8e5d-1f2a3b4c5d6e"
+
+func TestGather(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		contract.EnvAgentName: "node3-gpu0", contract.EnvQueue: "nvidia-h100", contract.EnvGPUUUID: uuid + ",GPU-other",
+		"BUILDKITE_PLUGIN_GPU_DOCKER_IMAGE": "ghcr.io/gpu-mode/runner@sha256:" + sha, contract.EnvBuildkiteRetryCount: "1", contract.EnvSandboxExit: "75",
+	}
+	fault := 75
+	rec := &noise.Record{Verdict: noise.Noisy,
+		Reasons: []noise.Reason{{Source: "steal", External: true, Message: "steal 9 %"}, {Source: "cgroup_throttling", Message: "own load"}},
+		Runs: map[string]*noise.Run{"benchmark": {NVIDIA: noise.NVIDIAReport{Xids: []int{79, 13},
+			EventCounters: map[string]float64{"hw_power_brake_slowdown": 1.5e6, "applications_clocks_setting": 9e6}}}}}
+	for _, tc := range []struct {
+		name string
+		host Host
+		rec  *noise.Record
+		want runfacts.Facts
+	}{
+		{"NVIDIA host with a noisy record", Host{Lookup: contract.MapLookup(env), Proc: os.DirFS("testdata/proc"), Name: "node3"}, rec, runfacts.Facts{
+			Agent: "node3-gpu0", Queue: "nvidia-h100", Node: "node3", GPUUUIDs: []string{uuid, "GPU-other"}, GPUModel: "NVIDIA H100 80GB HBM3",
+			Driver: "550.54.15", ImageDigest: "sha256:" + sha, KbgenVersion: version.String(), Noise: "noisy", NoiseReasons: []string{"steal: steal 9 %"},
+			Xids: 1, ClockEventSeconds: 1.5, Attempt: 2, Exit: &fault}},
+		{"no module, no record, agent queue tag", Host{Lookup: contract.MapLookup(map[string]string{contract.EnvAgentQueue: "amd-mi300",
+			contract.EnvGPURenderNode: "/dev/dri/renderD128", "BUILDKITE_PLUGIN_GPU_DOCKER_IMAGE": "rocm/runner:1"}), Proc: os.DirFS(t.TempDir()), Name: "n"}, nil,
+			runfacts.Facts{Queue: "amd-mi300", Node: "n", GPUUUIDs: []string{"/dev/dri/renderD128"}, ImageDigest: "rocm/runner:1", KbgenVersion: version.String(), Attempt: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if d := cmp.Diff(tc.want, Gather(tc.host, tc.rec)); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

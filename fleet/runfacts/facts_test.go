@@ -1,0 +1,91 @@
+package runfacts
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	exit := 75
+	f := Facts{Agent: "h100-0", Queue: "nvidia-h100", Node: "node1", GPUUUIDs: []string{"GPU-1"}, GPUModel: "NVIDIA H100 80GB HBM3",
+		Driver: "550.54.15", ImageDigest: "sha256:ab", KbgenVersion: "v1.2.3", Noise: "noisy", NoiseReasons: []string{"steal 9 %"}, Attempt: 1, Exit: &exit, Xids: 2, ClockEventSeconds: 1.5}
+	v, err := Encode("job-1", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, job, err := Decode(v)
+	if err != nil || job != "job-1" {
+		t.Fatalf("job %q, %v", job, err)
+	}
+	f.Version = Version
+	if d := cmp.Diff(f, got); d != "" {
+		t.Errorf("round trip (-want +got):\n%s", d)
+	}
+}
+
+// TestFromMetaData: each attempt's key is read, in order, with its
+// attempt from the key; a bad one is skipped and reported.
+func TestFromMetaData(t *testing.T) {
+	t.Parallel()
+	one, _ := Encode("job-1", Facts{Agent: "a"})
+	two, _ := Encode("job-2", Facts{Agent: "b"})
+	all, errs := FromMetaData(map[string]string{Key(2): two, Key(1): one, Key(3): "x", "kbgen_result": "y"})
+	if len(all) != 2 || all[0].Agent != "a" || all[0].Attempt != 1 || all[1].Agent != "b" || all[1].Attempt != 2 {
+		t.Errorf("facts %+v", all)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), Key(3)) {
+		t.Errorf("errors %v, want one naming %s", errs, Key(3))
+	}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, v string
+		want    error
+	}{
+		{"empty", "", ErrNone},
+		{"unstamped", `{"version":1}`, nil},
+		{"empty stamp", `:{"version":1}`, nil},
+		{"not json", "job-1:{", nil},
+		{"other version", `job-1:{"version":9}`, nil},
+		{"too large", "job-1:" + strings.Repeat("x", MaxBytes+1), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := Decode(tc.v)
+			if err == nil {
+				t.Fatal("decoded")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCleanBounds(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 200)
+	var many []string
+	for range 40 {
+		many = append(many, "GPU-x")
+	}
+	f := Facts{Agent: "a\nb\x00c" + long, GPUUUIDs: many, NoiseReasons: many, Xids: -3, ClockEventSeconds: -1}.Clean()
+	if strings.ContainsAny(f.Agent, "\n\x00") || len(f.Agent) > maxField || !strings.HasPrefix(f.Agent, "abc") {
+		t.Errorf("agent not cleaned: %q", f.Agent)
+	}
+	if len(f.GPUUUIDs) != maxList || len(f.NoiseReasons) != maxReasons {
+		t.Errorf("lists not cut: %d %d", len(f.GPUUUIDs), len(f.NoiseReasons))
+	}
+	if f.Xids != 0 || f.ClockEventSeconds != 0 {
+		t.Errorf("negative numbers kept: %d %g", f.Xids, f.ClockEventSeconds)
+	}
+	if _, err := Encode("bad:job", f); err == nil {
+		t.Error("a job id with the separator stamped facts")
+	}
+}
