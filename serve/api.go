@@ -46,34 +46,7 @@ func (s *Service) Handler(token string) http.Handler {
 	s.mountDashboard(mux, token)
 	mux.HandleFunc("POST /v1/agents/{name}/quarantine", auth(s.serveQuarantine))
 	mux.HandleFunc("POST /v1/agents/{name}/resume", auth(s.serveResume))
-	for _, rt := range s.routes {
-		h := rt.h
-		if rt.token {
-			h = auth(h.ServeHTTP)
-		}
-		mux.Handle(rt.pattern, h)
-	}
 	return mux
-}
-
-// route is a handler added beside the API (Handle, HandlePublic).
-type route struct {
-	pattern string
-	h       http.Handler
-	token   bool
-}
-
-// Handle adds h to the API at pattern (http.ServeMux's syntax, e.g.
-// "GET /metrics"), behind the bearer token like /v1/runs. Call it before
-// Handler or HTTPServer (Run calls them): the API's mux is built once.
-func (s *Service) Handle(pattern string, h http.Handler) {
-	s.routes = append(s.routes, route{pattern: pattern, h: h, token: true})
-}
-
-// HandlePublic is Handle without the token, for what anyone who reaches
-// the service may read (as GET /, the health check).
-func (s *Service) HandlePublic(pattern string, h http.Handler) {
-	s.routes = append(s.routes, route{pattern: pattern, h: h})
 }
 
 func bearerOK(header, token string) bool {

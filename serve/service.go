@@ -140,8 +140,6 @@ type Service struct {
 	instance string
 	started  time.Time
 	twin     *twin
-	// routes are the handlers added beside the API (Handle).
-	routes []route
 	// metrics is the fleet's series, storeq the runs on their way to the
 	// store (fleet.go).
 	metrics *metrics.Recorder

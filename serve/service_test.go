@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -361,39 +360,5 @@ func TestJobEvents(t *testing.T) {
 	_, body := r.do("GET", "/v1/runs/jobs/events", nil, testToken)
 	if !strings.Contains(string(body), `"event":"job","build":1,"run_id":"jobs","step":"eval","state":"running"`) {
 		t.Fatalf("no eval running event:\n%s", body)
-	}
-}
-
-// TestHandleExtends: a handler added beside the API (a metrics endpoint)
-// is served, behind the bearer token with Handle, without with
-// HandlePublic.
-func TestHandleExtends(t *testing.T) {
-	r := newRig(t, rigOpts{})
-	svc := r.svc
-	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })
-	svc.Handle("GET /metrics", hello)
-	svc.HandlePublic("GET /open", hello)
-	hs := httptest.NewServer(svc.Handler(testToken))
-	defer hs.Close()
-	for _, tc := range []struct {
-		path, token string
-		want        int
-	}{
-		{"/metrics", testToken, http.StatusOK},
-		{"/metrics", "", http.StatusUnauthorized},
-		{"/open", "", http.StatusOK},
-	} {
-		req, _ := http.NewRequest("GET", hs.URL+tc.path, nil)
-		if tc.token != "" {
-			req.Header.Set("Authorization", "Bearer "+tc.token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != tc.want {
-			t.Errorf("GET %s with token %q: %d, want %d", tc.path, tc.token, resp.StatusCode, tc.want)
-		}
 	}
 }
