@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/fleet/alert"
+	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	"github.com/gpu-mode/kbgen/registry"
 )
@@ -128,6 +129,48 @@ func TestVendorOf(t *testing.T) {
 	for q, want := range map[string]string{"nvidia-h100": "NVIDIA", "h100": "NVIDIA", "no-such-queue": ""} {
 		if got := v(q); got != want {
 			t.Errorf("VendorOf(%q) = %q, want %q", q, got, want)
+		}
+	}
+}
+
+// TestOpenAlertsScope: the dashboard shows a vendor's token its queues'
+// open alarms only; an alarm of no queue (the API budget) only to the
+// whole fleet's scope.
+func TestOpenAlertsScope(t *testing.T) {
+	t.Parallel()
+	since := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	firing := func(cond string, labels map[string]string) alert.Alarm {
+		return alert.Alarm{ID: alert.AlarmID(cond, labels), Condition: cond, Labels: labels, Summary: cond, Since: since, FiredAt: since}
+	}
+	ledger := alert.NewMemoryLedger()
+	if err := ledger.Save([]alert.Alarm{
+		firing(alert.QueueNoAgents, map[string]string{"queue": "amd-mi300x"}),
+		firing(alert.AgentLost, map[string]string{"queue": "nvidia-h100", "agent": "a"}),
+		firing(alert.BudgetExhausted, map[string]string{}),
+	}, nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := alert.New(alert.Options{Rules: alert.DefaultRules(), Ledger: ledger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{alerts: a}
+	for _, tc := range []struct {
+		name  string
+		scope dashboard.Scope
+		want  []string
+	}{
+		{"whole fleet", dashboard.Scope{}, []string{alert.AgentLost, alert.BudgetExhausted, alert.QueueNoAgents}},
+		{"AMD", dashboard.Scope{Name: "amd", Queues: []string{"amd-mi300x"}}, []string{alert.QueueNoAgents}},
+		{"a vendor without queues", dashboard.Scope{Name: "x", Queues: []string{}}, nil},
+	} {
+		var got []string
+		for _, x := range s.openAlerts(tc.scope) {
+			got = append(got, x.Name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: open alerts %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

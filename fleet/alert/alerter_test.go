@@ -330,3 +330,75 @@ func TestRun(t *testing.T) {
 		t.Errorf("Run delivered %q, want the one FIRING", got)
 	}
 }
+
+// TestRefusedResentAfterRestart: a receiver answering 500 keeps its
+// message pending while another receiver of the same alarm gets it; a
+// new alerter on the same ledger (a restart) sends the kept one once the
+// receiver is back, fires nothing again, and repeats nothing delivered.
+func TestRefusedResentAfterRestart(t *testing.T) {
+	t.Parallel()
+	ops, amd := newReceiver(t, http.StatusInternalServerError), newReceiver(t)
+	cfg := Config{Receivers: []Receiver{slackTo("ops", ops.srv.URL), hookTo("amd", amd.srv.URL)},
+		Routes: []Route{{Receivers: []string{"ops"}}, {Queues: []string{"amd-mi300"}, Receivers: []string{"amd"}}}}
+	ledger := tempLedger(t)
+	first := newRig(t, cfg, ledger)
+	first.eval(t, 0, noAgents([]string{"amd-mi300"}))
+	first.eval(t, 10*time.Minute, noAgents([]string{"amd-mi300"}))
+	first.flush(t, 10*time.Minute)
+	if ops.count() != 1 || amd.count() != 1 || len(first.a.Pending()) != 1 || first.a.Pending()[0].Receiver != "ops" {
+		t.Fatalf("before the restart: ops %d, amd %d requests, pending %+v; want 1, 1 and ops' message", ops.count(), amd.count(), first.a.Pending())
+	}
+	second := newRig(t, cfg, ledger)
+	second.eval(t, 11*time.Minute, noAgents([]string{"amd-mi300"})) // still no agent: no second FIRING
+	second.flush(t, 11*time.Minute)
+	second.flush(t, 12*time.Minute)
+	if ops.count() != 2 || amd.count() != 1 || len(second.a.Pending()) != 0 {
+		t.Fatalf("after the restart: ops %d, amd %d requests, %d pending; want 2 (the refused one resent), 1 (no repeat), 0", ops.count(), amd.count(), len(second.a.Pending()))
+	}
+	if got := ops.texts(); !strings.HasPrefix(got[1], "FIRING queue_no_agents") {
+		t.Errorf("ops got %q, want the FIRING resent", got)
+	}
+}
+
+// fixedCanaries is a CanarySource that says what it was given.
+type fixedCanaries struct {
+	latest []Canary
+	known  bool
+}
+
+func (f fixedCanaries) Canaries(time.Time) ([]Canary, bool) { return f.latest, f.known }
+
+// TestCanarySource: the canary_drift condition reads Options.Canaries;
+// with none wired, or a source that knows nothing yet, it says nothing.
+func TestCanarySource(t *testing.T) {
+	t.Parallel()
+	drifting := []Canary{{Queue: "nvidia-h100", Agent: "gpu-node-1-gpu0", Drift: 0.08}}
+	for _, tc := range []struct {
+		name   string
+		source CanarySource
+		firing int
+	}{
+		{"none wired", nil, 0},
+		{"nothing known yet", fixedCanaries{drifting, false}, 0},
+		{"drift over the bound", fixedCanaries{drifting, true}, 1},
+		{"drift within the bound", fixedCanaries{[]Canary{{Queue: "nvidia-h100", Agent: "a", Drift: 0.01, Offset: -0.02}}, true}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a, err := New(Options{Rules: DefaultRules(), Ledger: NewMemoryLedger(), Canaries: tc.source})
+			if err != nil {
+				t.Fatal(err)
+			}
+			healthy := noAgents(nil, "nvidia-h100")
+			for _, d := range []time.Duration{0, 15 * time.Minute} {
+				if err := a.Evaluate(at(d), healthy); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := a.Open()
+			if len(got) != tc.firing || tc.firing == 1 && (got[0].Condition != CanaryDrift || got[0].Labels["agent"] != "gpu-node-1-gpu0") {
+				t.Errorf("open alarms %+v, want %d canary_drift", got, tc.firing)
+			}
+		})
+	}
+}
