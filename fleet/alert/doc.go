@@ -3,10 +3,12 @@
 // (conditions.go), an alarm fires once a condition has held for its
 // duration and resolves when it no longer holds (Evaluator), each
 // transition is routed to the receivers configured for its vendor and
-// queue (Config), written to a ledger before it is sent (Ledger), and sent
-// at most once a second per receiver, retried with backoff while a
-// receiver is down (Dispatcher). A restart reloads the ledger: what was
-// pending is sent, what was sent is not sent again, and a firing alarm is
-// not fired again. Data sources that are not wired produce no alarms.
+// queue (Config), written to a ledger before it is sent (Ledger: kbgen
+// serve's store, fleet/store, or a MemoryLedger without one), and sent at
+// most once a second per Slack receiver, retried with backoff while a
+// receiver is down (Alerter.Flush). A restart reloads the ledger: what
+// was pending is sent, what was sent is not sent again, and a firing
+// alarm is not fired again. Data sources that are not wired (the canary
+// input, CanarySource; image pre-pulls) produce no alarms.
 // docs/operations.md#alerts-and-routing describes the conditions.
 package alert
