@@ -116,6 +116,9 @@ func TestMetricNames(t *testing.T) {
 		{`a_metric offset 1h / on (gpu_uuid) group_left (agent) b:recorded{x="y}z"}`, []string{"a_metric", "b:recorded"}},
 		{`sum without (le) (rate(kbgen_typo_total[5m])) > 1e3`, []string{"kbgen_typo_total"}},
 		{`count by (node) (kbgen_agent_info{kbgen_version!~"|dev"}) and on () (count(x) > 1)`, []string{"kbgen_agent_info", "x"}},
+		// The fleet branch's TestSeriesIn cases (fleet/metrics, removed).
+		{`DCGM_FI_DEV_GPU_TEMP * on (UUID) group_left (agent) kbgen_agent_info`, []string{"DCGM_FI_DEV_GPU_TEMP", "kbgen_agent_info"}},
+		{`rate(node_cpu_seconds_total{mode="idle"}[5m]) > 0.5`, []string{"node_cpu_seconds_total"}},
 	} {
 		if got := metricNames(tc.expr); !slices.Equal(got, tc.want) {
 			t.Errorf("metricNames(%s) = %q, want %q", tc.expr, got, tc.want)
