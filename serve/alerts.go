@@ -2,87 +2,119 @@ package serve
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/gpu-mode/kbgen/fleet/alert"
+	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	"github.com/gpu-mode/kbgen/fleet/metrics"
+	"github.com/gpu-mode/kbgen/fleet/runfacts"
+	"github.com/gpu-mode/kbgen/internal/version"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
-// The service's alerting (package fleet/alert): which conditions it sees,
-// evaluated every alertEvery, and the sender that delivers them.
+// The service's alerting (package fleet/alert judges and delivers): the
+// run facts and queue waits that feed the metrics feed the alerts'
+// Recent (a line per hook in fleet.go), AlertFacts reads the roster, the
+// cached queue view and the budget the scrape-time gauges read, and the
+// dashboard shows the open alarms.
 
-// defaultAlertEvery is how often conditions are evaluated.
+// defaultAlertEvery is how often the alerts judge the fleet.
 const defaultAlertEvery = 15 * time.Second
 
-// initAlerts makes the engine when alerts are configured: its ledger is
-// the store's when there is one (a restart resends what was not
-// delivered), else memory's.
+// initAlerts makes the alerter when alerts are configured. Its ledger is
+// the store's (a restart resends what was not delivered and does not
+// fire a firing alarm again); with no store (--store off) it is in
+// memory, and the log says what a restart then loses.
 func (s *Service) initAlerts() error {
+	s.recent = alert.NewRecent()
 	if s.cfg.Alerts == nil {
 		return nil
 	}
 	var ledger alert.Ledger = alert.NewMemoryLedger()
+	where := "in memory (no store: a restart forgets undelivered messages and fires firing alarms again)"
 	if s.cfg.Store != nil {
-		ledger = s.cfg.Store.AlertLedger()
+		ledger, where = s.cfg.Store.AlertLedger(), "in the store"
 	}
-	e, err := alert.NewEngine(*s.cfg.Alerts, ledger)
+	a, err := alert.New(alert.Options{Config: *s.cfg.Alerts, Rules: alert.DefaultRules(), VendorOf: VendorOf(s.cfg.Registry),
+		Ledger: ledger, Logf: s.logf, Canaries: s.cfg.Canaries})
 	if err != nil {
 		return err
 	}
-	s.alerts = e
+	s.alerts = a
+	s.logf("alerts: %d receivers, %d routes, ledger %s, %d pending", len(s.cfg.Alerts.Receivers), len(s.cfg.Alerts.Routes), where, len(a.Pending()))
 	return nil
 }
 
-// runAlerts evaluates and delivers until ctx is done.
+// runAlerts judges and delivers until ctx is done.
 func (s *Service) runAlerts(ctx context.Context) {
 	if s.alerts == nil {
 		return
 	}
-	go (&alert.Sender{Engine: s.alerts, Log: s.logf}).Run(ctx)
 	every := s.cfg.AlertEvery
 	if every <= 0 {
 		every = defaultAlertEvery
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if err := s.alerts.Evaluate(s.conditions(s.cfg.Now()), s.cfg.Now()); err != nil {
-			s.logf("%v", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	s.alerts.Run(ctx, every, s.cfg.Now, s.AlertFacts)
 }
 
-// conditions is what is wrong now: queues whose oldest scheduled job is
-// too old, lost agents, agents with too many machine faults in an hour.
-func (s *Service) conditions(now time.Time) []alert.Condition {
-	rules := s.alerts.Rules()
-	var out []alert.Condition
-	oldest := map[string]time.Duration{}
-	for _, j := range s.fleetSnapshot().Jobs {
+func (s *Service) alertRun(f runfacts.Facts) { s.recent.Run(s.cfg.Now(), f) }
+
+func (s *Service) alertWait(queue string, d time.Duration) { s.recent.Wait(s.cfg.Now(), queue, d) }
+
+// AlertFacts is what the alerts judge now: the registry's queues and the
+// cached view's, the roster's agents (lost ones from webhooks and the
+// agent list), each queue's oldest scheduled job, the recent runs and
+// waits, kbgen's own version as the generator's, and the API budget.
+func (s *Service) AlertFacts() alert.Facts {
+	now := s.cfg.Now()
+	v := alert.View{Agents: s.roster.List(), Oldest: map[string]time.Duration{}}
+	if s.cfg.Registry != nil {
+		v.Queues = s.cfg.Registry.Queues()
+	}
+	qs, known := s.queueCached()
+	v.Known = known
+	for _, q := range qs {
+		v.Queues = append(v.Queues, q.Queue)
+	}
+	snap := s.fleetSnapshot()
+	for _, j := range snap.Jobs {
 		if j.State == metrics.JobScheduled && !j.Runnable.IsZero() {
-			oldest[j.Queue] = max(oldest[j.Queue], now.Sub(j.Runnable))
+			v.Oldest[j.Queue] = max(v.Oldest[j.Queue], now.Sub(j.Runnable))
 		}
 	}
-	for q, age := range oldest {
-		if age > time.Duration(rules.QueueStuck) {
-			out = append(out, alert.Condition{ID: "queue_stuck/" + q, Name: "queue stuck", Queue: q,
-				Summary: fmt.Sprintf("the oldest scheduled job has waited %s for an agent", age.Round(time.Second))})
+	f := s.recent.Facts(now, v)
+	f.Generator = version.String()
+	b := snap.Budget
+	f.Budget = alert.Budget{Limit: b.Limit, Used: b.Used, OrgRemaining: b.OrgRemaining, UserRemaining: b.UserRemaining}
+	f.BudgetKnown = true
+	return f
+}
+
+// openAlerts is the alarms firing that scope may see: its queues'; those
+// of no queue (the API budget) to the whole fleet's scope only.
+func (s *Service) openAlerts(scope dashboard.Scope) []dashboard.Alert {
+	var out []dashboard.Alert
+	for _, a := range s.alerts.Open() {
+		q := a.Labels["queue"]
+		if (q == "" && !scope.All()) || !scope.Sees(q) {
+			continue
 		}
-	}
-	for _, a := range s.roster.List() {
-		if a.Lost {
-			out = append(out, alert.Condition{ID: "agent_lost/" + a.Name, Name: "agent lost", Queue: a.Queue, Summary: a.Name + ": " + a.LostWhy})
-		}
-		if n := s.tally.faultsSince(a.Name, now.Add(-time.Hour)); n >= rules.FaultsPerHour {
-			out = append(out, alert.Condition{ID: "agent_faults/" + a.Name, Name: "agent machine faults", Queue: a.Queue,
-				Summary: fmt.Sprintf("%s exited 75 %d times in the last hour: quarantine it?", a.Name, n)})
-		}
+		out = append(out, dashboard.Alert{ID: a.ID, Name: a.Condition, Severity: "firing", Summary: a.Summary, Since: a.Since})
 	}
 	return out
+}
+
+// VendorOf is a queue's vendor for routing alerts: the registry's donor
+// for the queue (or alias); "" for a queue it does not have.
+func VendorOf(reg *registry.Registry) func(string) string {
+	return func(queue string) string {
+		if reg == nil {
+			return ""
+		}
+		v, err := reg.Lookup(queue)
+		if err != nil {
+			return ""
+		}
+		return v.Donor
+	}
 }

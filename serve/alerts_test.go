@@ -5,61 +5,172 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gpu-mode/kbgen/fleet/alert"
+	"github.com/gpu-mode/kbgen/fleet/dashboard"
+	"github.com/gpu-mode/kbgen/fleet/runfacts"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
-// TestAlertsAgentLost: an agent.lost webhook becomes a FIRING alarm on
-// the configured webhook channel and an open alert on the dashboard;
-// agent.connected resolves it, with the same alarm id.
+// skewClock is the wall clock plus an offset a test moves forward: the
+// alerts' durations pass without sleeping.
+type skewClock struct{ off atomic.Int64 }
+
+func (c *skewClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *skewClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// TestAlertsAgentLost: an agent.lost webhook puts the agent in the
+// roster as lost; held for its 5 minutes it is a FIRING alarm on the
+// configured webhook receiver and an open alert on the dashboard;
+// agent.connected resolves it, with the same alarm id. Without a store
+// the log says the ledger is in memory.
 func TestAlertsAgentLost(t *testing.T) {
 	const secret = "whsec-alerts"
 	var mu sync.Mutex
-	var got []alert.Message
+	var got []alert.Payload
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		var m alert.Message
+		var m alert.Payload
 		_ = json.Unmarshal(b, &m)
 		mu.Lock()
-		got = append(got, m)
-		mu.Unlock()
+		defer mu.Unlock()
+		if m.Alarm.Condition == alert.AgentLost {
+			got = append(got, m)
+		}
 	}))
 	defer recv.Close()
-	cfg := &alert.Config{Channels: []alert.Channel{{Name: "ops", Kind: alert.Webhook, URL: recv.URL}}, Routes: []alert.Route{{Channel: "ops"}},
-		Rules: alert.Rules{For: alert.Duration(time.Millisecond)}}
-	r := newRig(t, rigOpts{secret: secret, view: testViewToken, alerts: cfg})
-	messages := func(n int) []alert.Message {
+	cfg := &alert.Config{Receivers: []alert.Receiver{{Name: "ops", Kind: alert.KindWebhook, URL: recv.URL}}, Routes: []alert.Route{{Receivers: []string{"ops"}}}}
+	clock := &skewClock{}
+	r := newRig(t, rigOpts{secret: secret, view: testViewToken, alerts: cfg, now: clock.now})
+	messages := func(n int) []alert.Payload {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			mu.Lock()
-			out := append([]alert.Message(nil), got...)
+			out := slices.Clone(got)
 			mu.Unlock()
 			if len(out) >= n {
 				return out
 			}
 		}
-		t.Fatalf("the channel got fewer than %d messages; log:\n%s", n, r.log.String())
+		t.Fatalf("the receiver got fewer than %d agent_lost messages; log:\n%s", n, r.log.String())
 		return nil
 	}
 	if code := r.signedHook(secret, []byte(`{"event": "agent.lost", "agent": {"name": "h100-1", "meta_data": ["queue=nvidia-h100"]}}`)); code != 200 {
 		t.Fatalf("webhook: %d", code)
 	}
+	time.Sleep(100 * time.Millisecond) // a few evaluations: pending, not firing
+	if mu.Lock(); len(got) != 0 {
+		t.Errorf("fired before holding 5 minutes: %+v", got)
+	}
+	mu.Unlock()
+	clock.advance(5*time.Minute + time.Second)
 	m := messages(1)
-	if m[0].Status != alert.StatusFiring || m[0].AlarmID != "agent_lost/h100-1" || m[0].Queue != "nvidia-h100" {
+	if m[0].Status != alert.Firing || m[0].Alarm.Labels["agent"] != "h100-1" || m[0].Alarm.Labels["queue"] != "nvidia-h100" || m[0].Alarm.Labels["vendor"] != "NVIDIA" {
 		t.Fatalf("first message %+v", m[0])
 	}
-	if _, body := r.do("GET", "/dashboard", nil, testViewToken); !strings.Contains(string(body), "agent_lost/h100-1") && !strings.Contains(string(body), "h100-1: Buildkite webhook agent.lost") {
+	if _, body := r.do("GET", "/dashboard", nil, testViewToken); !strings.Contains(string(body), "agent h100-1 of queue nvidia-h100 is no longer connected") {
 		t.Errorf("the dashboard shows no open alert:\n%s", body)
 	}
-	if code := r.signedHook(secret, []byte(`{"event": "agent.connected", "agent": {"name": "h100-1", "meta_data": ["queue=nvidia-h100"]}}`)); code != 200 {
+	if code := r.signedHookAt(secret, []byte(`{"event": "agent.connected", "agent": {"name": "h100-1", "meta_data": ["queue=nvidia-h100"]}}`), clock.now()); code != 200 {
 		t.Fatalf("webhook: %d", code)
 	}
 	m = messages(2)
-	if m[1].Status != alert.StatusResolved || m[1].AlarmID != m[0].AlarmID || len(m) != 2 {
+	if m[1].Status != alert.Resolved || m[1].Alarm.ID != m[0].Alarm.ID || len(m) != 2 {
 		t.Fatalf("messages %+v", m)
+	}
+	if !strings.Contains(r.log.String(), "alerts: 1 receivers, 1 routes, ledger in memory (no store") {
+		t.Errorf("the log does not say the ledger is in memory:\n%s", r.log.String())
+	}
+}
+
+// TestAlertFacts: the run facts and waits that feed the metrics feed the
+// alerts too, and the facts name the registry's queues and the budget.
+func TestAlertFacts(t *testing.T) {
+	sc := fastScript
+	sc.ResultInMetaData = true
+	sc.Facts = &runfacts.Facts{Agent: "gpu-node-3-gpu0", Queue: "nvidia-h100", Node: "gpu-node-3", KbgenVersion: "v9.9.9", Noise: "noisy"}
+	r := newRig(t, rigOpts{script: sc})
+	r.submit("a1")
+	if st := r.await("a1", 10*time.Second); st.Status != StatusObtained {
+		t.Fatalf("a1: %+v", st)
+	}
+	f := r.svc.AlertFacts()
+	i := slices.IndexFunc(f.Agents, func(a alert.Agent) bool { return a.Name == "gpu-node-3-gpu0" })
+	if i < 0 {
+		t.Fatalf("agents %+v: want gpu-node-3-gpu0 from the run's facts", f.Agents)
+	}
+	if a := f.Agents[i]; a.Runs != 1 || a.Noisy != 1 || a.Faults != 0 || a.Node != "gpu-node-3" || a.Kbgen != "v9.9.9" {
+		t.Errorf("agent %+v: want 1 run, noisy, exit 0 (the stand-in's), on gpu-node-3 with v9.9.9", a)
+	}
+	q := slices.IndexFunc(f.Queues, func(q alert.Queue) bool { return q.Name == "nvidia-h100" })
+	if q < 0 || !f.Queues[q].WaitKnown {
+		t.Errorf("queues %+v: want nvidia-h100 with its wait", f.Queues)
+	}
+	if !f.BudgetKnown || f.Budget.Limit != 6000 || f.Generator == "" {
+		t.Errorf("budget %+v known=%v generator %q: want the rig's 6000 and kbgen's version", f.Budget, f.BudgetKnown, f.Generator)
+	}
+}
+
+// TestVendorOf: a queue's vendor is the registry's donor, its aliases'
+// too; an unknown queue has none.
+func TestVendorOf(t *testing.T) {
+	t.Parallel()
+	reg, err := registry.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := VendorOf(reg)
+	for q, want := range map[string]string{"nvidia-h100": "NVIDIA", "h100": "NVIDIA", "no-such-queue": ""} {
+		if got := v(q); got != want {
+			t.Errorf("VendorOf(%q) = %q, want %q", q, got, want)
+		}
+	}
+}
+
+// TestOpenAlertsScope: the dashboard shows a vendor's token its queues'
+// open alarms only; an alarm of no queue (the API budget) only to the
+// whole fleet's scope.
+func TestOpenAlertsScope(t *testing.T) {
+	t.Parallel()
+	since := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	firing := func(cond string, labels map[string]string) alert.Alarm {
+		return alert.Alarm{ID: alert.AlarmID(cond, labels), Condition: cond, Labels: labels, Summary: cond, Since: since, FiredAt: since}
+	}
+	ledger := alert.NewMemoryLedger()
+	if err := ledger.Save([]alert.Alarm{
+		firing(alert.QueueNoAgents, map[string]string{"queue": "amd-mi300x"}),
+		firing(alert.AgentLost, map[string]string{"queue": "nvidia-h100", "agent": "a"}),
+		firing(alert.BudgetExhausted, map[string]string{}),
+	}, nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := alert.New(alert.Options{Rules: alert.DefaultRules(), Ledger: ledger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{alerts: a}
+	for _, tc := range []struct {
+		name  string
+		scope dashboard.Scope
+		want  []string
+	}{
+		{"whole fleet", dashboard.Scope{}, []string{alert.AgentLost, alert.BudgetExhausted, alert.QueueNoAgents}},
+		{"AMD", dashboard.Scope{Name: "amd", Queues: []string{"amd-mi300x"}}, []string{alert.QueueNoAgents}},
+		{"a vendor without queues", dashboard.Scope{Name: "x", Queues: []string{}}, nil},
+	} {
+		var got []string
+		for _, x := range s.openAlerts(tc.scope) {
+			got = append(got, x.Name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: open alerts %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	"github.com/gpu-mode/kbgen/fleet/metrics"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
 
 // The dashboard's side of the service (package fleet/dashboard renders;
@@ -61,29 +62,9 @@ type agentTally struct {
 	by map[string]*tally
 }
 
-type tally struct {
-	runs, noisy, faults int
-	faultsAt            []time.Time // the last hour's, for the alert
-}
+type tally struct{ runs, noisy, faults int }
 
-// faultsSince is how many of agent's faults came at or after since.
-func (a *agentTally) faultsSince(agent string, since time.Time) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	n := 0
-	if t := a.by[agent]; t != nil {
-		for _, at := range t.faultsAt {
-			if !at.Before(since) {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-// add counts an attempt's facts; at is when it finished (Buildkite's
-// clock), so a build recovered at start counts when it happened.
-func (a *agentTally) add(f runfacts.Facts, now time.Time) {
+func (a *agentTally) add(f runfacts.Facts) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.by == nil {
@@ -101,13 +82,8 @@ func (a *agentTally) add(f runfacts.Facts, now time.Time) {
 	if f.Noise == "noisy" {
 		t.noisy++
 	}
-	if f.Exit != nil && *f.Exit == 75 {
+	if f.Exit != nil && *f.Exit == exitcode.TempFail {
 		t.faults++
-		t.faultsAt = append(t.faultsAt, now)
-		slices.SortFunc(t.faultsAt, time.Time.Compare)
-		for len(t.faultsAt) > 0 && t.faultsAt[len(t.faultsAt)-1].Sub(t.faultsAt[0]) > time.Hour {
-			t.faultsAt = t.faultsAt[1:]
-		}
 	}
 }
 
@@ -115,7 +91,7 @@ func (a *agentTally) get(agent string) tally {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if t := a.by[agent]; t != nil {
-		return tally{runs: t.runs, noisy: t.noisy, faults: t.faults}
+		return *t
 	}
 	return tally{}
 }
@@ -128,11 +104,7 @@ func (s *Service) dashboardPage(scope dashboard.Scope) dashboard.Page {
 	if s.alerts == nil {
 		p.AlertsOff = "alerting is not set up in this kbgen serve (--alerts)"
 	} else {
-		for _, a := range s.alerts.Open() {
-			if scope.Sees(a.Queue) {
-				p.Alerts = append(p.Alerts, dashboard.Alert{ID: a.ID, Name: a.Name, Severity: "firing", Summary: a.Summary, Since: a.Since})
-			}
-		}
+		p.Alerts = s.openAlerts(scope)
 	}
 	byQueue := map[string]*dashboard.Queue{}
 	queue := func(name string) *dashboard.Queue {

@@ -183,6 +183,7 @@ func (s *Service) noteSeen(r *Run, b *client.Build) {
 		r.mu.Unlock()
 		s.metrics.QueueWait(r.req.Queue, j.StartedAt.Sub(j.RunnableAt))
 		s.waits.add(r.req.Queue, j.StartedAt.Sub(j.RunnableAt))
+		s.alertWait(r.req.Queue, j.StartedAt.Sub(j.RunnableAt))
 	}
 }
 
@@ -217,7 +218,8 @@ func (s *Service) noteFinished(r *Run, b *client.Build) {
 	for _, f := range all {
 		s.metrics.RunFacts(f)
 		s.roster.Facts(f, at)
-		s.tally.add(f, at)
+		s.tally.add(f)
+		s.alertRun(f)
 	}
 	for _, err := range errs {
 		s.logf("run %s: run facts: %v", r.ID, err)

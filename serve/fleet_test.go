@@ -198,7 +198,13 @@ func TestStoreKeepsRuns(t *testing.T) {
 // signedHook posts a webhook body signed as Buildkite signs them.
 func (r *rig) signedHook(secret string, body []byte) int {
 	r.t.Helper()
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	return r.signedHookAt(secret, body, time.Now())
+}
+
+// signedHookAt signs body as sent at at (a rig whose clock is moved).
+func (r *rig) signedHookAt(secret string, body []byte, at time.Time) int {
+	r.t.Helper()
+	ts := strconv.FormatInt(at.Unix(), 10)
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(ts + "."))
 	mac.Write(body)

@@ -88,11 +88,13 @@ type Config struct {
 	// (KBGEN_VIEW_TOKEN; CheckTokens).
 	ViewToken string
 	// Alerts, when set, turns on kbgen serve's own alerting (--alerts;
-	// package fleet/alert).
+	// package fleet/alert); its ledger is Store's when there is one.
 	Alerts *alert.Config
-	// AlertEvery is how often alert conditions are evaluated; default
-	// 15 s.
+	// AlertEvery is how often the alerts judge the fleet; default 15 s.
 	AlertEvery time.Duration
+	// Canaries feeds the alerts' canary_drift condition; nil: not wired
+	// (the condition says nothing).
+	Canaries alert.CanarySource
 	// VendorTokens are vendors' dashboard tokens: each sees only its
 	// queues (--vendor-tokens).
 	VendorTokens []dashboard.Scope
@@ -145,7 +147,8 @@ type Service struct {
 	metrics *metrics.Recorder
 	storeq  chan fleetstore.Run
 	roster  *roster.Roster
-	alerts  *alert.Engine
+	alerts  *alert.Alerter // nil: no --alerts
+	recent  *alert.Recent  // the alerts' recent runs and waits
 	waits   recentWaits
 	tally   agentTally
 	agentq  chan roster.Agent

@@ -54,6 +54,7 @@ type rigOpts struct {
 	store     *fleetstore.Store     // Config.Store
 	vendors   []dashboard.Scope     // Config.VendorTokens
 	alerts    *alert.Config         // Config.Alerts, evaluated every 20 ms
+	now       func() time.Time      // Config.Now; nil: time.Now
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -88,7 +89,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
-		OrphanGrace: o.orphan, Heartbeat: o.heartbeat, Name: o.name, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view, Store: o.store, VendorTokens: o.vendors, Alerts: o.alerts, AlertEvery: 20 * time.Millisecond,
+		OrphanGrace: o.orphan, Heartbeat: o.heartbeat, Name: o.name, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view, Store: o.store, VendorTokens: o.vendors, Alerts: o.alerts, AlertEvery: 20 * time.Millisecond, Now: o.now,
 		SpillDir: o.keep.SpillDir, ResultMemory: o.keep.ResultMemory, ResultInMemoryMax: o.keep.ResultInMemoryMax, ResultDisk: o.keep.ResultDisk})
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ type ServeCmd struct {
 	Store          string        `placeholder:"PATH" help:"SQLite file of the fleet's history (runs, facts, roster); default $XDG_STATE_HOME/kbgen/serve-NAME.db, else ~/.local/state/kbgen/serve-NAME.db: one per --name. 'off' keeps none."`
 	DatabaseURL    string        `name:"database-url" placeholder:"DSN" help:"PostgreSQL instead of SQLite, for hosts whose disk does not survive a redeploy (default: KBGEN_DATABASE_URL, which keeps the password out of the process list)."`
 	Retention      time.Duration `default:"720h" help:"How long the store keeps finished runs."`
-	Alerts         string        `placeholder:"FILE" help:"JSON alerts file: channels (Slack incoming webhooks or generic JSON webhooks), routes per vendor queue, rules (see docs/operations.md)."`
+	Alerts         string        `placeholder:"FILE" help:"Alerts config (YAML: receivers, Slack incoming webhooks or JSON webhooks, by url or url_file; routes by vendor and queue); see \"Alerts and routing\" in docs/operations.md. Its ledger is the store's (--store off: in memory, lost on restart). Default: no alerts."`
 	VendorTokens   string        `name:"vendor-tokens" placeholder:"FILE" help:"JSON list of {\"vendor\", \"token\", \"queues\"}: each vendor's token opens /dashboard showing only its queues (see docs/operations.md)."`
 	Vendors        string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 

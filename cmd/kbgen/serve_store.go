@@ -31,19 +31,15 @@ func loadVendorTokens(path string) ([]dashboard.Scope, error) {
 	return scopes, nil
 }
 
-// loadAlerts reads --alerts (nil when path is "").
+// loadAlerts reads --alerts and its receivers' url_files (nil when path
+// is ""); its errors never repeat a receiver's URL.
 func loadAlerts(path string) (*alert.Config, error) {
 	if path == "" {
 		return nil, nil
 	}
-	f, err := os.Open(path)
+	c, err := alert.LoadConfig(path)
 	if err != nil {
 		return nil, exitcode.With(exitcode.Usage, fmt.Errorf("--alerts: %w", err))
-	}
-	defer f.Close()
-	c, err := alert.LoadConfig(f)
-	if err != nil {
-		return nil, exitcode.With(exitcode.Usage, fmt.Errorf("--alerts %s: %w", path, err))
 	}
 	return &c, nil
 }

@@ -1,128 +1,166 @@
 package alert
 
 import (
-	"encoding/json"
+	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"net/url"
+	"os"
 	"slices"
-	"time"
+	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
-// Channel kinds.
+// Receiver kinds.
 const (
-	Slack   = "slack"   // Slack's incoming webhook: {"text": …}
-	Webhook = "webhook" // a generic JSON webhook: the Message as JSON
+	// KindSlack is a Slack incoming webhook: POST {"text": …}
+	// (https://api.slack.com/messaging/webhooks).
+	KindSlack = "slack"
+	// KindWebhook is a generic JSON webhook: POST the transition (Payload).
+	KindWebhook = "webhook"
 )
 
-// Channel is where messages go.
-type Channel struct {
-	Name string `json:"name"`
-	Kind string `json:"kind"`
-	URL  string `json:"url"`
-}
-
-// Route sends alarms of Queues (all when empty) to Channel.
-type Route struct {
-	Channel string   `json:"channel"`
-	Queues  []string `json:"queues,omitempty"`
-}
-
-// Rules are the built-in conditions' thresholds.
-type Rules struct {
-	// QueueStuck: the oldest scheduled job is older than this.
-	QueueStuck Duration `json:"queue_stuck"`
-	// FaultsPerHour: an agent exited 75 this many times in an hour.
-	FaultsPerHour int `json:"faults_per_hour"`
-	// For is how long a condition must hold before its alarm fires.
-	For Duration `json:"for"`
-}
-
-// Config is an alerts file (kbgen serve --alerts).
+// Config is the alerts file (kbgen serve --alerts): receivers, and which
+// of them get which vendor's and queue's alarms.
 type Config struct {
-	Channels []Channel `json:"channels"`
-	Routes   []Route   `json:"routes"`
-	Rules    Rules     `json:"rules"`
+	Receivers []Receiver `yaml:"receivers"`
+	Routes    []Route    `yaml:"routes"`
 }
 
-// Duration is a time.Duration written as Go writes one ("10m").
-type Duration time.Duration
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string such as \"10m\": %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil || v < 0 {
-		return fmt.Errorf("bad duration %q", s)
-	}
-	*d = Duration(v)
-	return nil
+// Receiver is one place alarms go. Its URL is a secret (a Slack webhook's
+// URL is its credential): it is never logged or put in an error.
+type Receiver struct {
+	Name string `yaml:"name"`
+	Kind string `yaml:"kind"`
+	// URL, or URLFile: a file holding it (kept out of the config file).
+	URL     string `yaml:"url,omitempty"`
+	URLFile string `yaml:"url_file,omitempty"`
 }
 
-// Defaults of Rules.
-const (
-	DefaultQueueStuck    = 10 * time.Minute
-	DefaultFaultsPerHour = 3
-	DefaultFor           = 5 * time.Minute
-)
+// Route sends the alarms it matches to its receivers. Vendors and Queues
+// are ORed within a list and ANDed between the lists; a route with
+// neither matches every alarm, those without a queue too (the API
+// budget). Every matching route applies.
+type Route struct {
+	Vendors   []string `yaml:"vendors,omitempty"`
+	Queues    []string `yaml:"queues,omitempty"`
+	Receivers []string `yaml:"receivers"`
+}
 
-// LoadConfig reads and checks an alerts file.
-func LoadConfig(r io.Reader) (Config, error) {
+// LoadConfig reads and checks the alerts file at path, and each
+// receiver's url_file.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	for i, r := range c.Receivers {
+		if r.URLFile == "" {
+			continue
+		}
+		u, err := os.ReadFile(r.URLFile)
+		if err != nil {
+			return Config{}, fmt.Errorf("%s: receiver %s: %w", path, r.Name, err)
+		}
+		c.Receivers[i].URL = strings.TrimSpace(string(u))
+		if err := checkURL(c.Receivers[i].URL); err != nil {
+			return Config{}, fmt.Errorf("%s: receiver %s: url_file %s: %w", path, r.Name, r.URLFile, err)
+		}
+	}
+	return c, nil
+}
+
+// ParseConfig reads an alerts file; unknown keys are errors.
+func ParseConfig(b []byte) (Config, error) {
 	var c Config
-	dec := json.NewDecoder(io.LimitReader(r, 1<<20))
-	dec.DisallowUnknownFields()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("alerts: %v", err)
+		return Config{}, fmt.Errorf("alerts config: %v", err)
 	}
 	return c, c.check()
 }
 
-func (c *Config) check() error {
-	if c.Rules.QueueStuck == 0 {
-		c.Rules.QueueStuck = Duration(DefaultQueueStuck)
-	}
-	if c.Rules.FaultsPerHour <= 0 {
-		c.Rules.FaultsPerHour = DefaultFaultsPerHour
-	}
-	if c.Rules.For == 0 {
-		c.Rules.For = Duration(DefaultFor)
-	}
+func (c Config) check() error {
 	names := map[string]bool{}
-	for _, ch := range c.Channels {
-		u, err := url.Parse(ch.URL)
-		switch {
-		case ch.Name == "" || names[ch.Name]:
-			return fmt.Errorf("alerts: channel %q: a name, once", ch.Name)
-		case ch.Kind != Slack && ch.Kind != Webhook:
-			return fmt.Errorf("alerts: channel %s: kind %q is neither %q nor %q", ch.Name, ch.Kind, Slack, Webhook)
-		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
-			return fmt.Errorf("alerts: channel %s: the url must be http(s)://host/…", ch.Name)
+	for _, r := range c.Receivers {
+		if err := r.check(); err != nil {
+			return err
 		}
-		names[ch.Name] = true
+		if names[r.Name] {
+			return fmt.Errorf("alerts config: receiver %s is named twice", r.Name)
+		}
+		names[r.Name] = true
 	}
-	for _, r := range c.Routes {
-		if !names[r.Channel] {
-			return fmt.Errorf("alerts: a route names channel %q, which is not defined", r.Channel)
+	for i, rt := range c.Routes {
+		if len(rt.Receivers) == 0 {
+			return fmt.Errorf("alerts config: route %d names no receiver", i+1)
+		}
+		for _, n := range rt.Receivers {
+			if !names[n] {
+				return fmt.Errorf("alerts config: route %d names receiver %q, which is not defined", i+1, n)
+			}
 		}
 	}
 	return nil
 }
 
-// channelsFor is the channels an alarm of queue goes to ("" queue: the
-// whole fleet's, routes without queues only).
-func (c Config) channelsFor(queue string) []Channel {
-	var out []Channel
-	for _, r := range c.Routes {
-		if len(r.Queues) > 0 && !slices.Contains(r.Queues, queue) {
-			continue
+func (r Receiver) check() error {
+	if r.Name == "" {
+		return errors.New("alerts config: a receiver has no name")
+	}
+	if r.Kind != KindSlack && r.Kind != KindWebhook {
+		return fmt.Errorf("alerts config: receiver %s: kind %q, want %s or %s", r.Name, r.Kind, KindSlack, KindWebhook)
+	}
+	if (r.URL == "") == (r.URLFile == "") {
+		return fmt.Errorf("alerts config: receiver %s: give one of url and url_file", r.Name)
+	}
+	if r.URL != "" {
+		if err := checkURL(r.URL); err != nil {
+			return fmt.Errorf("alerts config: receiver %s: %w", r.Name, err)
 		}
-		for _, ch := range c.Channels {
-			if ch.Name == r.Channel && !slices.ContainsFunc(out, func(x Channel) bool { return x.Name == ch.Name }) {
-				out = append(out, ch)
+	}
+	return nil
+}
+
+// checkURL accepts an absolute http or https URL; the error never
+// repeats it.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return errors.New("the URL is not an absolute http(s) URL")
+	}
+	return nil
+}
+
+// ReceiversFor is the names of the receivers that get a, each once, in the
+// order the config defines them.
+func (c Config) ReceiversFor(a Alarm) []string {
+	want := map[string]bool{}
+	for _, rt := range c.Routes {
+		if rt.matches(a.Labels) {
+			for _, n := range rt.Receivers {
+				want[n] = true
 			}
 		}
 	}
+	var out []string
+	for _, r := range c.Receivers {
+		if want[r.Name] {
+			out = append(out, r.Name)
+		}
+	}
 	return out
+}
+
+func (rt Route) matches(labels map[string]string) bool {
+	if len(rt.Vendors) > 0 && !slices.ContainsFunc(rt.Vendors, func(v string) bool { return strings.EqualFold(v, labels["vendor"]) }) {
+		return false
+	}
+	return len(rt.Queues) == 0 || slices.Contains(rt.Queues, labels["queue"])
 }

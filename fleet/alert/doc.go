@@ -1,10 +1,14 @@
-// Package alert is kbgen serve's own alerting: conditions it sees (a
-// queue stuck, an agent lost, an agent's machine faults) become alarms
-// with a stable id that fire after they have held for a while and resolve
-// when they stop; each FIRING and RESOLVED goes to the channels routed
-// for its queue (a Slack-compatible incoming webhook or a generic JSON
-// webhook), at most one message a second per channel, through a delivery
-// ledger: a message is written down before it is sent and marked once
-// the channel took it, so a restart resends what was not delivered and
-// nothing that was.
+// Package alert turns what kbgen serve knows of its fleet into alarms and
+// delivers them: a snapshot of facts (Facts) is judged by the conditions
+// (conditions.go), an alarm fires once a condition has held for its
+// duration and resolves when it no longer holds (Evaluator), each
+// transition is routed to the receivers configured for its vendor and
+// queue (Config), written to a ledger before it is sent (Ledger: kbgen
+// serve's store, fleet/store, or a MemoryLedger without one), and sent at
+// most once a second per Slack receiver, retried with backoff while a
+// receiver is down (Alerter.Flush). A restart reloads the ledger: what
+// was pending is sent, what was sent is not sent again, and a firing
+// alarm is not fired again. Data sources that are not wired (the canary
+// input, CanarySource; image pre-pulls) produce no alarms.
+// docs/operations.md#alerts-and-routing describes the conditions.
 package alert

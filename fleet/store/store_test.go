@@ -138,41 +138,44 @@ func TestAgentsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestAlertLedger: the store keeps alarms and undelivered messages across
-// a reopen (a restart), and a delivered message is not pending again, on
-// both databases.
+// TestAlertLedger: the store keeps the firing alarms and the deliveries
+// across a reopen (a restart), an answered delivery stays answered, a
+// pending one pending, and only answered ones are dropped, on both
+// databases.
 func TestAlertLedger(t *testing.T) {
 	for name, opts := range backends(t) {
 		t.Run(name, func(t *testing.T) {
 			o := opts(t, "kbgen")
 			s := open(t, o)
 			l := s.AlertLedger()
-			a := alert.Alarm{Condition: alert.Condition{ID: "queue_stuck/q", Name: "queue stuck", Queue: "q"}, State: alert.Firing, Since: time.Unix(1, 0).UTC()}
-			m := alert.Message{AlarmID: a.ID, Status: alert.StatusFiring, Key: "queue_stuck/q/FIRING/1"}
-			if err := l.Record([]alert.Alarm{a}, nil, []alert.Delivery{{Channel: "ops", Message: m}, {Channel: "amd", Message: m}}); err != nil {
+			since := time.Unix(1, 0).UTC()
+			a := alert.Alarm{ID: alert.AlarmID(alert.QueueNoAgents, map[string]string{"queue": "q"}), Condition: alert.QueueNoAgents,
+				Labels: map[string]string{"queue": "q"}, Summary: "queue q has no connected agent", Since: since, FiredAt: since.Add(10 * time.Minute)}
+			tr := alert.Transition{Alarm: a, Status: alert.Firing, At: a.FiredAt}
+			ops := alert.Delivery{Seq: 1, ID: alert.DeliveryID(tr, "ops"), Receiver: "ops", Transition: tr}
+			amd := alert.Delivery{Seq: 2, ID: alert.DeliveryID(tr, "amd"), Receiver: "amd", Transition: tr}
+			if err := l.Save([]alert.Alarm{a}, []alert.Delivery{amd, ops}, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
-			p, err := l.Pending()
-			if err != nil || len(p) != 2 || p[0].Seq >= p[1].Seq {
-				t.Fatalf("pending %+v, %v", p, err)
-			}
-			if err := l.Delivered(p[0].Seq); err != nil {
+			ops.Attempts, ops.SentAt = 1, since.Add(11*time.Minute)
+			if err := l.Save([]alert.Alarm{a}, []alert.Delivery{ops}, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			s.Close()
 			s = open(t, o)
 			l = s.AlertLedger()
-			if p, _ := l.Pending(); len(p) != 1 || p[0].Channel != "amd" || p[0].Message.Key != m.Key {
-				t.Fatalf("pending after reopen %+v", p)
-			}
-			if as, _ := l.Alarms(); len(as) != 1 || as[0].State != alert.Firing || !as[0].Since.Equal(a.Since) {
-				t.Fatalf("alarms after reopen %+v", as)
-			}
-			if err := l.Record(nil, []string{a.ID}, nil); err != nil {
+			st, err := l.Load()
+			if err != nil {
 				t.Fatal(err)
 			}
-			if as, _ := l.Alarms(); len(as) != 0 {
-				t.Errorf("alarm not removed: %+v", as)
+			if d := cmp.Diff(alert.State{Firing: []alert.Alarm{a}, Deliveries: []alert.Delivery{ops, amd}}, st); d != "" {
+				t.Fatalf("after reopen (-want +got):\n%s", d)
+			}
+			if err := l.Save(nil, nil, ops.SentAt.Add(time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			if st, _ := l.Load(); len(st.Firing) != 0 || len(st.Deliveries) != 1 || st.Deliveries[0].ID != amd.ID {
+				t.Errorf("after resolving and pruning: %+v; want no alarm and amd's pending delivery only", st)
 			}
 		})
 	}
