@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpu-mode/kbgen/internal/bkagent"
-	"github.com/gpu-mode/kbgen/jobsource"
-	"github.com/gpu-mode/kbgen/plugincfg"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +16,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/jobsource"
+	"github.com/gpu-mode/kbgen/plugincfg"
 
 	"github.com/gpu-mode/kbgen/examples"
 	"github.com/gpu-mode/kbgen/internal/contract"

@@ -16,6 +16,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/shellquote"
 	"github.com/gpu-mode/kbgen/internal/size"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // Paths and identities inside the container. The runner image needs none of
@@ -246,20 +247,20 @@ func (s *Spec) ShmSize() string {
 
 // Plan combines the step's request (cfg) with this agent's placement into
 // the `docker run` argv. It never grants more than the placement owns: a
-// request beyond it is a RefusedError, as is a GPU that is not there. A
-// config that cannot be read is a ConfigError.
+// request beyond it is a refusal.RefusedError, as is a GPU that is not there. A
+// config that cannot be read is a refusal.ConfigError.
 func DockerRun(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (*Spec, error) {
 	if host.Stat == nil {
 		host.Stat = statDevice
 	}
 	if cfg.Image == "" {
-		return nil, configErrorf("image", "missing: the step must name its runner image")
+		return nil, refusal.ConfigErrorf("image", "missing: the step must name its runner image")
 	}
 	if _, err := imageref.Parse(cfg.Image); err != nil {
-		return nil, configErrorf("image", "%v", err)
+		return nil, refusal.ConfigErrorf("image", "%v", err)
 	}
 	if len(opts.Command) == 0 {
-		return nil, configErrorf("", "no command to run in the container")
+		return nil, refusal.ConfigErrorf("", "no command to run in the container")
 	}
 	if opts.Name == "" || opts.RunnerBinary == "" {
 		return nil, fmt.Errorf("planning docker run: container name and runner binary are required")
@@ -267,7 +268,7 @@ func DockerRun(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (
 	for _, p := range []string{opts.RunnerBinary, opts.NVMLHelper, opts.PayloadFile} {
 		// --mount is comma-separated; a comma in a path would inject options.
 		if strings.ContainsAny(p, ",\n") {
-			return nil, refusef("host path %q contains a comma or newline, which docker --mount cannot carry", p)
+			return nil, refusal.Refusef("host path %q contains a comma or newline, which docker --mount cannot carry", p)
 		}
 	}
 
@@ -315,7 +316,7 @@ func DockerRun(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (
 	cpus := pl.CPUs
 	if cfg.CPUs > 0 {
 		if cpus, err = pickCPUs(pl.CPUs, cfg.CPUs, os.DirFS(host.SysfsRoot)); err != nil {
-			return nil, refusef("cpus: %v", err)
+			return nil, refusal.Refusef("cpus: %v", err)
 		}
 	}
 	if pl.CgroupParent != "" {
@@ -329,10 +330,10 @@ func DockerRun(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (
 	mem := pl.Memory
 	if cfg.Memory != "" {
 		if mem, err = size.Parse(cfg.Memory); err != nil {
-			return nil, configErrorf("memory", "%v", err)
+			return nil, refusal.ConfigErrorf("memory", "%v", err)
 		}
 		if mem > pl.Memory {
-			return nil, refusef("memory: %s asked, this agent owns %s (%s)", mem, pl.Memory, contract.EnvMemory)
+			return nil, refusal.Refusef("memory: %s asked, this agent owns %s (%s)", mem, pl.Memory, contract.EnvMemory)
 		}
 	}
 	add("--memory", mem.String())
@@ -347,10 +348,10 @@ func DockerRun(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (
 	shm := min(DefaultShmSize, shmCap)
 	if cfg.ShmSize != "" {
 		if shm, err = size.Parse(cfg.ShmSize); err != nil {
-			return nil, configErrorf("shm-size", "%v", err)
+			return nil, refusal.ConfigErrorf("shm-size", "%v", err)
 		}
 		if shm > shmCap {
-			return nil, refusef("shm-size: %s asked, this agent allows %s", shm, shmCap)
+			return nil, refusal.Refusef("shm-size: %s asked, this agent allows %s", shm, shmCap)
 		}
 	}
 
@@ -360,14 +361,14 @@ func DockerRun(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (
 	}
 	if cfg.PidsLimit > 0 {
 		if pl.PidsMax > 0 && cfg.PidsLimit > pl.PidsMax {
-			return nil, refusef("pids-limit: %d asked, this agent allows %d (%s)", cfg.PidsLimit, pl.PidsMax, contract.EnvPidsMax)
+			return nil, refusal.Refusef("pids-limit: %d asked, this agent allows %d (%s)", cfg.PidsLimit, pl.PidsMax, contract.EnvPidsMax)
 		}
 		pids = cfg.PidsLimit
 	}
 	add("--pids-limit", strconv.Itoa(pids))
 
 	if cfg.Network != "" && cfg.Network != "none" {
-		return nil, refusef("network: %q asked, evaluation steps get no network (only \"none\")", cfg.Network)
+		return nil, refusal.Refusef("network: %q asked, evaluation steps get no network (only \"none\")", cfg.Network)
 	}
 	add("--network", "none")
 	add("--ipc", "private")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 func testConfig(runtime contract.Runtime) plugincfg.GPUDocker {
@@ -190,7 +191,7 @@ func TestPlanNoGPUNeedsNoGPUPlacement(t *testing.T) {
 	delete(env, contract.EnvGPUUUID)
 	pl := mustPlacement(t, env)
 	opts := testOptions()
-	if _, err := DockerRun(testConfig(contract.RuntimeNVIDIA), pl, fakeHost(t, amdDevices), opts); !IsRefused(err) {
+	if _, err := DockerRun(testConfig(contract.RuntimeNVIDIA), pl, fakeHost(t, amdDevices), opts); !refusal.IsRefused(err) {
 		t.Fatalf("with the GPU and no KERNELBOT_GPU_UUID: %v, want a refusal", err)
 	}
 	opts.NoGPU = true
@@ -262,7 +263,7 @@ func TestPlanRefuses(t *testing.T) {
 		cfg     func(*plugincfg.GPUDocker)
 		env     func(map[string]string)
 		opts    func(*Options)
-		refused bool // RefusedError (exit 75) rather than ConfigError (exit 2)
+		refused bool // refusal.RefusedError (exit 75) rather than refusal.ConfigError (exit 2)
 		want    string
 	}{
 		{"two gpus", "nvidia", func(c *plugincfg.GPUDocker) { c.GPUs = 2 }, nil, nil, true, "owns one GPU"},
@@ -310,8 +311,8 @@ func TestPlanRefuses(t *testing.T) {
 			if err == nil {
 				t.Fatalf("planned:\n%s", s)
 			}
-			if IsRefused(err) != tt.refused || IsConfigError(err) == tt.refused || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v (refused %v), want refused=%v mentioning %q", err, IsRefused(err), tt.refused, tt.want)
+			if refusal.IsRefused(err) != tt.refused || refusal.IsConfigError(err) == tt.refused || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v (refused %v), want refused=%v mentioning %q", err, refusal.IsRefused(err), tt.refused, tt.want)
 			}
 		})
 	}
@@ -389,9 +390,9 @@ func TestContainerName(t *testing.T) {
 
 func TestErrorsUnwrap(t *testing.T) {
 	t.Parallel()
-	err := refusef("x")
-	if !IsRefused(errors.Join(errors.New("ctx"), err)) {
-		t.Error("IsRefused does not see a wrapped refusal")
+	err := refusal.Refusef("x")
+	if !refusal.IsRefused(errors.Join(errors.New("ctx"), err)) {
+		t.Error("refusal.IsRefused does not see a wrapped refusal")
 	}
 }
 

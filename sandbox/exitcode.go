@@ -7,6 +7,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -18,9 +19,9 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitcode.OK
-	case IsRefused(err):
+	case refusal.IsRefused(err):
 		return exitcode.TempFail
-	case IsConfigError(err):
+	case refusal.IsConfigError(err):
 		return exitcode.Usage
 	case errors.As(err, new(*signing.MisroutedError)), errors.As(err, new(*signing.StepSignatureError)), payload.IsJobError(err):
 		return exitcode.BadJob

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -19,8 +20,8 @@ func TestExitCode(t *testing.T) {
 		code int
 	}{
 		{"none", nil, 0},
-		{"refused", refusef("no GPU placement"), 75},
-		{"plugin config", &ConfigError{Msg: "unknown key"}, 2},
+		{"refused", refusal.Refusef("no GPU placement"), 75},
+		{"plugin config", &refusal.ConfigError{Msg: "unknown key"}, 2},
 		{"re-routed step", &signing.MisroutedError{}, 65},
 		{"bad payload", jobErr, 65},
 		{"other", errors.New("a bug"), 1},

@@ -13,6 +13,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/golden"
 	"github.com/gpu-mode/kbgen/registry"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -130,7 +131,7 @@ func planText(env map[string]string, host Host) string {
 	})
 	if err != nil {
 		code := 2
-		if IsRefused(err) {
+		if refusal.IsRefused(err) {
 			code = 75
 		}
 		return fmt.Sprintf("exit %d: %v\n", code, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // gpuGrant is what a step gets of its agent's GPUs: the docker flags and
@@ -27,18 +28,18 @@ func grantGPUs(cfg plugincfg.GPUDocker, pl Placement, host Host) (gpuGrant, erro
 	switch cfg.Runtime {
 	case contract.RuntimeNVIDIA:
 		if len(pl.GPUUUIDs) == 0 {
-			return gpuGrant{}, refusef("this agent has no NVIDIA GPU placement: %s is not set", contract.EnvGPUUUID)
+			return gpuGrant{}, refusal.Refusef("this agent has no NVIDIA GPU placement: %s is not set", contract.EnvGPUUUID)
 		}
 		if err := checkCount(asked, len(pl.GPUUUIDs)); err != nil {
 			return gpuGrant{}, err
 		}
 		for _, u := range pl.GPUUUIDs {
 			if !nvidiaUUID.MatchString(u) {
-				return gpuGrant{}, refusef("%s: %q is not an NVIDIA GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", contract.EnvGPUUUID, u)
+				return gpuGrant{}, refusal.Refusef("%s: %q is not an NVIDIA GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", contract.EnvGPUUUID, u)
 			}
 		}
 		if dup := duplicate(pl.GPUUUIDs); dup != "" {
-			return gpuGrant{}, refusef("%s lists %s twice", contract.EnvGPUUUID, dup)
+			return gpuGrant{}, refusal.Refusef("%s lists %s twice", contract.EnvGPUUUID, dup)
 		}
 		// By UUID, never index: indexes change with driver reloads and
 		// CUDA_VISIBLE_DEVICES alone is a hint the submission can unset.
@@ -53,18 +54,18 @@ func grantGPUs(cfg plugincfg.GPUDocker, pl Placement, host Host) (gpuGrant, erro
 		return gpuGrant{flags: [][]string{{"--gpus", value}}, ids: slices.Clone(pl.GPUUUIDs)}, nil
 	case contract.RuntimeROCm:
 		if len(pl.RenderNodes) == 0 {
-			return gpuGrant{}, refusef("this agent has no AMD GPU placement: %s is not set", contract.EnvGPURenderNode)
+			return gpuGrant{}, refusal.Refusef("this agent has no AMD GPU placement: %s is not set", contract.EnvGPURenderNode)
 		}
 		if err := checkCount(asked, len(pl.RenderNodes)); err != nil {
 			return gpuGrant{}, err
 		}
 		for _, n := range pl.RenderNodes {
 			if !renderNode.MatchString(n) {
-				return gpuGrant{}, refusef("%s: %q is not a render node (/dev/dri/renderD<n>)", contract.EnvGPURenderNode, n)
+				return gpuGrant{}, refusal.Refusef("%s: %q is not a render node (/dev/dri/renderD<n>)", contract.EnvGPURenderNode, n)
 			}
 		}
 		if dup := duplicate(pl.RenderNodes); dup != "" {
-			return gpuGrant{}, refusef("%s lists %s twice", contract.EnvGPURenderNode, dup)
+			return gpuGrant{}, refusal.Refusef("%s lists %s twice", contract.EnvGPURenderNode, dup)
 		}
 		var gids []int
 		// The agent's own render nodes first: they are what a misplaced
@@ -72,10 +73,10 @@ func grantGPUs(cfg plugincfg.GPUDocker, pl Placement, host Host) (gpuGrant, erro
 		for _, dev := range append(slices.Clone(pl.RenderNodes), host.KFD) {
 			d, err := host.Stat(dev)
 			if err != nil {
-				return gpuGrant{}, refusef("GPU device %s is not there: %v", dev, err)
+				return gpuGrant{}, refusal.Refusef("GPU device %s is not there: %v", dev, err)
 			}
 			if !d.CharDevice {
-				return gpuGrant{}, refusef("GPU device %s is not a character device", dev)
+				return gpuGrant{}, refusal.Refusef("GPU device %s is not a character device", dev)
 			}
 			if !slices.Contains(gids, d.GID) {
 				gids = append(gids, d.GID)
@@ -98,9 +99,9 @@ func grantGPUs(cfg plugincfg.GPUDocker, pl Placement, host Host) (gpuGrant, erro
 		}
 		return gpuGrant{flags: lines, ids: ids}, nil
 	case "":
-		return gpuGrant{}, configErrorf("runtime", "missing (want \"nvidia\" or \"rocm\")")
+		return gpuGrant{}, refusal.ConfigErrorf("runtime", "missing (want \"nvidia\" or \"rocm\")")
 	default:
-		return gpuGrant{}, configErrorf("runtime", "%q is not a GPU runtime (want \"nvidia\" or \"rocm\")", cfg.Runtime)
+		return gpuGrant{}, refusal.ConfigErrorf("runtime", "%q is not a GPU runtime (want \"nvidia\" or \"rocm\")", cfg.Runtime)
 	}
 }
 
@@ -108,11 +109,11 @@ func grantGPUs(cfg plugincfg.GPUDocker, pl Placement, host Host) (gpuGrant, erro
 func checkCount(asked, owned int) error {
 	switch {
 	case asked > owned && owned == 1:
-		return refusef("gpus: %d asked, this agent owns one GPU", asked)
+		return refusal.Refusef("gpus: %d asked, this agent owns one GPU", asked)
 	case asked > owned:
-		return refusef("gpus: %d asked, this agent owns %d", asked, owned)
+		return refusal.Refusef("gpus: %d asked, this agent owns %d", asked, owned)
 	case asked < owned:
-		return refusef("gpus: %d asked, but this agent owns %d and a step gets all of them (a step of a one-GPU queue reached a multi-GPU agent)", asked, owned)
+		return refusal.Refusef("gpus: %d asked, but this agent owns %d and a step gets all of them (a step of a one-GPU queue reached a multi-GPU agent)", asked, owned)
 	}
 	return nil
 }

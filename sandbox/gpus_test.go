@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // multiGPUPlacementEnv is a multi-GPU agent as `kbgen node install`
@@ -132,7 +133,7 @@ func TestGrantGPUsRefuses(t *testing.T) {
 			cfg := testConfig(tt.rt)
 			cfg.GPUs, cfg.CPUs = tt.gpus, 0
 			_, err := DockerRun(cfg, mustPlacement(t, tt.env), host, testOptions())
-			if !IsRefused(err) || !strings.Contains(err.Error(), tt.want) {
+			if !refusal.IsRefused(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want a refusal saying %q", err, tt.want)
 			}
 		})

@@ -115,3 +115,10 @@ func exampleEvalStep(t *testing.T, v *registry.Vendor) *pipeline.CommandStep {
 	}
 	return p.Steps[0].(*pipeline.CommandStep)
 }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -13,6 +13,9 @@ import (
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/nvmlhelper"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox/gpuhealth"
+	"github.com/gpu-mode/kbgen/sandbox/lease"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/seal"
 	"github.com/gpu-mode/kbgen/signing"
 )
@@ -54,9 +57,9 @@ type Job struct {
 	// procRoot is /proc ("" means /proc); tests point it at a fixture.
 	procRoot string
 	// lease is where and how long the job waits for its GPUs (lease.go).
-	lease LeaseOptions
+	lease lease.Options
 	// check is the clean-GPU check of the leased GPUs (gpucheck.go).
-	check   GPUCheck
+	check   gpuhealth.Check
 	runtime string
 	// leaseBusy: the run waited out KBGEN_LEASE_WAIT; its 75 is the
 	// node's load, not a machine fault (RecordExit).
@@ -68,12 +71,12 @@ type Job struct {
 
 // NewJob reads the plugin config, the placement and the payload from the
 // environment and plans the container (or, with LauncherProcess, the
-// process: newProcessJob). Errors: ConfigError (exit 2),
-// RefusedError (75), *signing.MisroutedError, *signing.StepSignatureError
+// process: newProcessJob). Errors: refusal.ConfigError (exit 2),
+// refusal.RefusedError (75), *signing.MisroutedError, *signing.StepSignatureError
 // (a step changed after signing, CheckStepSignature) or a payload.Error (65).
 func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if len(req.Command) == 0 {
-		return nil, configErrorf("", "no command to run in the container")
+		return nil, refusal.ConfigErrorf("", "no command to run in the container")
 	}
 	switch req.Launcher {
 	case "", LauncherDocker:
@@ -84,7 +87,7 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 		}
 		return newProcessJob(lookup, req, in)
 	default:
-		return nil, configErrorf("launcher", "%q is not %q or %q", req.Launcher, LauncherDocker, LauncherProcess)
+		return nil, refusal.ConfigErrorf("launcher", "%q is not %q or %q", req.Launcher, LauncherDocker, LauncherProcess)
 	}
 	cfg, err := ConfigFromEnv(lookup)
 	if err != nil {
@@ -130,13 +133,13 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	// The runner refuses a bad policy inside the container; the host
 	// section then judges with the defaults.
 	policy, _ := noise.ParsePolicy(get(lookup, contract.EnvNoisePolicy))
-	lease, err := LeaseOptionsFromEnv(lookup)
+	leaseOpts, err := lease.OptionsFromEnv(lookup)
 	if err != nil {
 		return nil, err
 	}
 	path, hasPath := lookup("PATH")
-	check := GPUCheck{StateDir: lease.Dir, Sysfs: host.SysfsRoot, Reset: get(lookup, contract.EnvGPUReset) == "1", Lookup: func(k string) (string, bool) { return path, k == "PATH" && hasPath }}
-	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: in.encoded, policy: policy.WithDefaults(), lease: lease, check: check, runtime: string(cfg.Runtime),
+	check := gpuhealth.Check{StateDir: leaseOpts.Dir, Sysfs: host.SysfsRoot, Reset: get(lookup, contract.EnvGPUReset) == "1", Lookup: func(k string) (string, bool) { return path, k == "PATH" && hasPath }}
+	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: in.encoded, policy: policy.WithDefaults(), lease: leaseOpts, check: check, runtime: string(cfg.Runtime),
 		retry: noise.HostRetry{Ranked: in.ranked, Retries: get(lookup, contract.EnvBuildkiteRetryCount)}}, nil
 }
 
@@ -197,7 +200,7 @@ func runnerBinary(path string) (string, error) {
 	if path == "" {
 		var err error
 		if path, err = os.Executable(); err != nil {
-			return "", refusef("finding this kbgen to run as the runner: %v", err)
+			return "", refusal.Refusef("finding this kbgen to run as the runner: %v", err)
 		}
 	}
 	abs, err := filepath.Abs(path)
@@ -252,13 +255,13 @@ type Outcome struct {
 // results there are removed first, so they cannot pass for this run's.
 func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, error) {
 	if err := CheckStatic(j.Runner); err != nil {
-		return Outcome{}, &RefusedError{Msg: err.Error()}
+		return Outcome{}, &refusal.RefusedError{Msg: err.Error()}
 	}
 	if err := os.MkdirAll(filepath.Dir(j.Stage.Dir), 0o700|j.Stage.Mode&0o011); err != nil {
-		return Outcome{}, refusef("stage dir: %v", err)
+		return Outcome{}, refusal.Refusef("stage dir: %v", err)
 	}
 	if err := j.Stage.Create(j.payload); err != nil {
-		return Outcome{}, refusef("%v", err)
+		return Outcome{}, refusal.Refusef("%v", err)
 	}
 	defer j.Stage.Remove()
 	sealed := j.Spec.Sealed
@@ -269,7 +272,7 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	}
 	key, err := seal.NewKey()
 	if err != nil {
-		return Outcome{}, refusef("%v", err)
+		return Outcome{}, refusal.Refusef("%v", err)
 	}
 	log := NewJobLog(MaxLogBytes)
 	run := *l
@@ -282,12 +285,12 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	// No other job of this node may hold these GPUs while the container
 	// runs (a one-GPU agent and a multi-GPU agent share them).
 	j.lease.Logf = l.logf
-	lease, err := AcquireLease(ctx, j.Spec.GPUs, j.lease)
-	j.leaseBusy = errors.As(err, new(*LeaseBusyError))
+	held, err := lease.Acquire(ctx, j.Spec.GPUs, j.lease)
+	j.leaseBusy = errors.As(err, new(*lease.BusyError))
 	if err != nil {
 		return Outcome{}, err
 	}
-	defer lease.Release()
+	defer held.Release()
 	// A job killed with SIGKILL leaves its container running: its retry
 	// must not find the name taken, and the next job on its GPUs must not
 	// share them with it. Removed before the check, which such a
@@ -296,7 +299,7 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	// Leased, and no container of this node's left on them: anything found
 	// there now is foreign, leaked or broken (exit 75, retried elsewhere).
 	j.check.Logf = l.logf
-	if err := j.check.Check(ctx, j.runtime, j.Spec.GPUs); err != nil {
+	if err := j.check.Run(ctx, j.runtime, j.Spec.GPUs); err != nil {
 		return Outcome{}, err
 	}
 	// A process's /proc is its pod's: there is no host to watch.
@@ -335,7 +338,7 @@ func (j *Job) prepareOutDir(outDir string) error {
 		return nil
 	}
 	if err := os.MkdirAll(outDir, 0o700); err != nil {
-		return refusef("results directory: %v", err)
+		return refusal.Refusef("results directory: %v", err)
 	}
 	return CheckPrivateDir(outDir)
 }

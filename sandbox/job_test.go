@@ -16,6 +16,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/seal"
 	"github.com/gpu-mode/kbgen/signing"
 )
@@ -59,8 +60,8 @@ func TestNewJob(t *testing.T) {
 	}{
 		{"re-routed", map[string]string{"BUILDKITE_AGENT_META_DATA_QUEUE": "amd-mi300"}, func(err error) bool { return errors.As(err, new(*signing.MisroutedError)) }},
 		{"no payload", map[string]string{contract.EnvPayload: ""}, payload.IsJobError},
-		{"refused", map[string]string{contract.EnvMemory: "4g"}, IsRefused},
-		{"bad config", map[string]string{"BUILDKITE_PLUGINS": `[{"gpu-docker":{"image":"img:1"}}]`}, IsConfigError},
+		{"refused", map[string]string{contract.EnvMemory: "4g"}, refusal.IsRefused},
+		{"bad config", map[string]string{"BUILDKITE_PLUGINS": `[{"gpu-docker":{"image":"img:1"}}]`}, refusal.IsConfigError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,7 +134,7 @@ func TestJobRun(t *testing.T) {
 	}
 	// A dynamically linked runner is refused before docker is called.
 	j.Runner = "/bin/sh"
-	if _, err := j.Run(context.Background(), l, out); !IsRefused(err) {
+	if _, err := j.Run(context.Background(), l, out); !refusal.IsRefused(err) {
 		t.Errorf("dynamic runner: err = %v, want a refusal", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // DockerExitInfra is docker run's own failure (daemon error, bad flag,
@@ -78,7 +80,7 @@ func (l *Launcher) run(ctx context.Context, spec *Spec) (int, ending, error) {
 	}
 	docker, err := exec.LookPath(l.docker())
 	if err != nil {
-		return 0, ending{}, refusef("no docker CLI on this agent: %v", err)
+		return 0, ending{}, refusal.Refusef("no docker CLI on this agent: %v", err)
 	}
 	cmd := exec.CommandContext(ctx, docker, spec.Argv()...)
 	cmd.Env = l.Env
@@ -89,7 +91,7 @@ func (l *Launcher) run(ctx context.Context, spec *Spec) (int, ending, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, ending{}, refusef("starting docker: %v", err)
+		return 0, ending{}, refusal.Refusef("starting docker: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // fakeDocker returns a launcher that runs testdata/fake-docker and the
@@ -214,7 +216,7 @@ func TestLaunchForwardsSignals(t *testing.T) {
 func TestLaunchWithoutDocker(t *testing.T) {
 	l := &Launcher{Docker: filepath.Join(t.TempDir(), "no-docker")}
 	_, err := l.Run(context.Background(), testSpec)
-	if !IsRefused(err) {
+	if !refusal.IsRefused(err) {
 		t.Errorf("err = %v, want a refusal (exit 75)", err)
 	}
 }

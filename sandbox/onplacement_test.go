@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // TestOnPlacement: doctor's probe and qualify's calibration get a
@@ -40,7 +41,7 @@ func TestOnPlacement(t *testing.T) {
 				Name: "kbgen-doctor-gpu3", Command: []string{"sh", "-c", "true"}, RunnerBinary: "/usr/local/bin/kbgen", NoGPU: tt.noGPU,
 			}.DockerRun()
 			if tt.wantErr != "" {
-				if err == nil || !IsRefused(err) || !strings.Contains(err.Error(), tt.wantErr) {
+				if err == nil || !refusal.IsRefused(err) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want a refusal mentioning %q", err, tt.wantErr)
 				}
 				return

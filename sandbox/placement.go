@@ -8,6 +8,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/size"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // Placement is *where* this agent's steps run: the share of the node it
@@ -43,7 +44,7 @@ var renderNode = lazyre.New(`^/dev/dri/renderD[0-9]+$`)
 // PlacementFromEnv reads the placement from the agent's environment. The
 // CPU, NUMA and memory shares are required; which GPU variable is required
 // depends on the runtime, so it is checked in Plan. A missing or malformed
-// value is a RefusedError: this agent is misconfigured, another may not be.
+// value is a refusal.RefusedError: this agent is misconfigured, another may not be.
 func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
 	get := func(k string) string {
 		v, _ := lookup(k)
@@ -56,38 +57,38 @@ func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
 
 	for _, k := range []string{contract.EnvCPUSet, contract.EnvMems, contract.EnvMemory} {
 		if get(k) == "" {
-			return p, refusef("this agent has no placement: %s is not set (the agent's environment hook, written by `kbgen node install`, exports it)", k)
+			return p, refusal.Refusef("this agent has no placement: %s is not set (the agent's environment hook, written by `kbgen node install`, exports it)", k)
 		}
 	}
 	var err error
 	if p.CPUs, err = parseCPUSet(get(contract.EnvCPUSet)); err != nil {
-		return p, refusef("%s: %v", contract.EnvCPUSet, err)
+		return p, refusal.Refusef("%s: %v", contract.EnvCPUSet, err)
 	}
 	if p.Mems, err = parseCPUSet(get(contract.EnvMems)); err != nil {
-		return p, refusef("%s: %v", contract.EnvMems, err)
+		return p, refusal.Refusef("%s: %v", contract.EnvMems, err)
 	}
 	if p.Memory, err = size.Parse(get(contract.EnvMemory)); err != nil {
-		return p, refusef("%s: %v", contract.EnvMemory, err)
+		return p, refusal.Refusef("%s: %v", contract.EnvMemory, err)
 	}
 	if v := get(contract.EnvPidsMax); v != "" {
 		if p.PidsMax, err = strconv.Atoi(v); err != nil || p.PidsMax <= 0 {
-			return p, refusef("%s: %q is not a positive integer", contract.EnvPidsMax, v)
+			return p, refusal.Refusef("%s: %q is not a positive integer", contract.EnvPidsMax, v)
 		}
 	}
 	if v := get(contract.EnvShmMax); v != "" {
 		if p.ShmMax, err = size.Parse(v); err != nil {
-			return p, refusef("%s: %v", contract.EnvShmMax, err)
+			return p, refusal.Refusef("%s: %v", contract.EnvShmMax, err)
 		}
 	}
 	if v := get(contract.EnvCgroupParent); v != "" {
 		if !cgroupParent.MatchString(v) || strings.Contains(v, "..") {
-			return p, refusef("%s: %q is not a slice name or cgroup path", contract.EnvCgroupParent, v)
+			return p, refusal.Refusef("%s: %q is not a slice name or cgroup path", contract.EnvCgroupParent, v)
 		}
 		p.CgroupParent = v
 	}
 	for _, i := range splitList(p.GPUIndex) {
 		if n, err := strconv.Atoi(i); err != nil || n < 0 {
-			return p, refusef("%s: %q is not a GPU index", contract.EnvGPUIndex, p.GPUIndex)
+			return p, refusal.Refusef("%s: %q is not a GPU index", contract.EnvGPUIndex, p.GPUIndex)
 		}
 	}
 	return p, nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 func nvidiaPlacementEnv() map[string]string {
@@ -63,7 +64,7 @@ func TestPlacementFromEnvRefuses(t *testing.T) {
 				env[k] = v
 			}
 			_, err := PlacementFromEnv(lookup(env))
-			if !IsRefused(err) || !strings.Contains(err.Error(), tt.want) {
+			if !refusal.IsRefused(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want a refusal mentioning %q", err, tt.want)
 			}
 		})

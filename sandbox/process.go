@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // processWaitDelay bounds how long the launcher waits for the step's
@@ -34,10 +36,10 @@ const processWaitDelay = time.Second
 // signal n.
 func (l *Launcher) runProcess(ctx context.Context, p *ProcessSpec) (int, error) {
 	if os.Geteuid() != 0 {
-		return 0, refusef("the process launcher starts the step as uid %d and so runs as root (with CAP_SETUID, CAP_SETGID and CAP_KILL); it runs as uid %d", p.UID, os.Geteuid())
+		return 0, refusal.Refusef("the process launcher starts the step as uid %d and so runs as root (with CAP_SETUID, CAP_SETGID and CAP_KILL); it runs as uid %d", p.UID, os.Geteuid())
 	}
 	if p.UID == 0 || p.GID == 0 {
-		return 0, refusef("the process launcher never runs the step as root's uid or gid")
+		return 0, refusal.Refusef("the process launcher never runs the step as root's uid or gid")
 	}
 	if err := protectDirs(p.Protect); err != nil {
 		return 0, err
@@ -48,7 +50,7 @@ func (l *Launcher) runProcess(ctx context.Context, p *ProcessSpec) (int, error) 
 	// A crashing submission must not hand the node's core handler a dump
 	// (core_pattern is the host's, often a pipe outside the pod).
 	if err := syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{}); err != nil {
-		return 0, refusef("setting RLIMIT_CORE to 0: %v", err)
+		return 0, refusal.Refusef("setting RLIMIT_CORE to 0: %v", err)
 	}
 	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
 	cmd.Env, cmd.Dir = p.Env, p.Dir
@@ -66,7 +68,7 @@ func (l *Launcher) runProcess(ctx context.Context, p *ProcessSpec) (int, error) 
 	started, done := make(chan error, 1), make(chan error, 1)
 	go startNoNewPrivs(cmd, started, done)
 	if err := <-started; err != nil {
-		return 0, refusef("starting %s as uid %d: %v", p.Argv[0], p.UID, err)
+		return 0, refusal.Refusef("starting %s as uid %d: %v", p.Argv[0], p.UID, err)
 	}
 	code, err := l.superviseProcess(ctx, cmd, done)
 	if n := killUser("/proc", p.UID); n > 0 {
@@ -165,17 +167,17 @@ func protectDirs(dirs []string) error {
 			continue
 		}
 		if err != nil {
-			return refusef("protecting %s: %v", d, err)
+			return refusal.Refusef("protecting %s: %v", d, err)
 		}
 		st, ok := fi.Sys().(*syscall.Stat_t)
 		switch {
 		case !fi.IsDir():
-			return refusef("protecting %s: not a directory", d)
+			return refusal.Refusef("protecting %s: not a directory", d)
 		case !ok || st.Uid != 0:
-			return refusef("protecting %s: it belongs to uid %d, not root, so the step's user could undo it (does the pod set securityContext.runAsUser or fsGroup? agent-stack-k8s then chowns its workspace to that user)", d, st.Uid)
+			return refusal.Refusef("protecting %s: it belongs to uid %d, not root, so the step's user could undo it (does the pod set securityContext.runAsUser or fsGroup? agent-stack-k8s then chowns its workspace to that user)", d, st.Uid)
 		}
 		if err := os.Chmod(d, 0o700); err != nil {
-			return refusef("protecting %s: %v", d, err)
+			return refusal.Refusef("protecting %s: %v", d, err)
 		}
 	}
 	return nil
@@ -194,7 +196,7 @@ func stickDirs(dirs []string) error {
 			continue
 		}
 		if err := os.Chmod(d, fi.Mode().Perm()|os.ModeSticky); err != nil {
-			return refusef("making %s sticky: %v", d, err)
+			return refusal.Refusef("making %s sticky: %v", d, err)
 		}
 	}
 	return nil
@@ -207,21 +209,21 @@ func stickDirs(dirs []string) error {
 func CheckPrivateDir(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return refusef("results directory: %v", err)
+		return refusal.Refusef("results directory: %v", err)
 	}
 	for p := abs; ; p = filepath.Dir(p) {
 		fi, err := os.Lstat(p)
 		if err != nil {
-			return refusef("results directory: %v", err)
+			return refusal.Refusef("results directory: %v", err)
 		}
 		st, ok := fi.Sys().(*syscall.Stat_t)
 		switch {
 		case !fi.IsDir():
-			return refusef("results directory %s: %s is not a directory", abs, p)
+			return refusal.Refusef("results directory %s: %s is not a directory", abs, p)
 		case !ok || st.Uid != 0:
-			return refusef("results directory %s: %s belongs to uid %d, not root: the step could swap it", abs, p, st.Uid)
+			return refusal.Refusef("results directory %s: %s belongs to uid %d, not root: the step could swap it", abs, p, st.Uid)
 		case fi.Mode().Perm()&0o022 != 0 && (p == abs || fi.Mode()&os.ModeSticky == 0):
-			return refusef("results directory %s: %s is writable by others (%v): the step could swap it", abs, p, fi.Mode().Perm())
+			return refusal.Refusef("results directory %s: %s is writable by others (%v): the step could swap it", abs, p, fi.Mode().Perm())
 		}
 		if p == "/" {
 			return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -277,19 +278,19 @@ func TestProcessLauncherRefuses(t *testing.T) {
 	}
 	t.Run("a protected dir the step's user owns", func(t *testing.T) {
 		err := protectDirs([]string{owned})
-		if !IsRefused(err) || !strings.Contains(err.Error(), "belongs to uid "+strconv.Itoa(uid)) {
+		if !refusal.IsRefused(err) || !strings.Contains(err.Error(), "belongs to uid "+strconv.Itoa(uid)) {
 			t.Errorf("protectDirs = %v, want a refusal naming the owner", err)
 		}
 	})
 	t.Run("a results dir under one anyone may write", func(t *testing.T) {
 		err := CheckPrivateDir(filepath.Join(open, "results"))
-		if !IsRefused(err) {
+		if !refusal.IsRefused(err) {
 			t.Errorf("CheckPrivateDir = %v, want a refusal", err)
 		}
 		if err := os.Mkdir(filepath.Join(open, "results"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := CheckPrivateDir(filepath.Join(open, "results")); !IsRefused(err) || !strings.Contains(err.Error(), "writable by others") {
+		if err := CheckPrivateDir(filepath.Join(open, "results")); !refusal.IsRefused(err) || !strings.Contains(err.Error(), "writable by others") {
 			t.Errorf("CheckPrivateDir = %v, want a refusal: its parent is writable", err)
 		}
 	})

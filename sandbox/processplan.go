@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // How kbgen sandbox runs a step (`--launcher`).
@@ -62,7 +63,7 @@ var ProcessEnvNames = []string{"PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHON
 func newProcessJob(lookup func(string) (string, bool), req Request, in jobInput) (*Job, error) {
 	uid, gid, err := ParseUser(req.User)
 	if err != nil {
-		return nil, configErrorf("user", "%v", err)
+		return nil, refusal.ConfigErrorf("user", "%v", err)
 	}
 	runner, err := runnerBinary(req.RunnerBinary)
 	if err != nil {

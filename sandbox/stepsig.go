@@ -6,6 +6,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -17,7 +18,7 @@ import (
 // StepEnv variables, the payload's checksum ("" without one) and the
 // agent's queue, and verifies KBGEN_STEP_SIGNATURE against it. With no key
 // configured nothing is checked. Errors: *signing.StepSignatureError (65),
-// or a RefusedError (75) when this node's key file cannot be read.
+// or a refusal.RefusedError (75) when this node's key file cannot be read.
 func CheckStepSignature(lookup func(string) (string, bool), command []string, cfg plugincfg.GPUDocker, encodedPayload string) error {
 	keyFile, _ := lookup(contract.EnvVerificationKey)
 	if keyFile == "" {
@@ -25,7 +26,7 @@ func CheckStepSignature(lookup func(string) (string, bool), command []string, cf
 	}
 	keys, err := signing.LoadPublic(keyFile)
 	if err != nil {
-		return refusef("this node's verification key (%s): %v", contract.EnvVerificationKey, err)
+		return refusal.Refusef("this node's verification key (%s): %v", contract.EnvVerificationKey, err)
 	}
 	claim := signing.StepClaim{
 		Command: command,

@@ -1,53 +1,17 @@
-package sandbox
+package gpuhealth
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/sandbox/gpuhealth/gpuhealthtest"
 )
-
-const (
-	cleanUUID = "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
-	otherUUID = "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a00"
-)
-
-// standInSMI links testdata/stand-in-nvidia-smi (and stand-in-sudo, for
-// the reset) into a directory with
-// the CSV it prints: state for --query-gpu, apps for --query-compute-apps
-// and remaps for --query-remapped-rows (none: it fails as an old driver
-// does), and returns that directory for PATH.
-func standInSMI(t *testing.T, state, apps string, remaps ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, "state.csv"), []byte(state), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "apps.csv"), []byte(apps), 0o644))
-	if len(remaps) > 0 {
-		must(t, os.WriteFile(filepath.Join(dir, "remaps.csv"), []byte(remaps[0]), 0o644))
-	}
-	for _, name := range []string{"nvidia-smi", "sudo"} {
-		script, err := filepath.Abs("testdata/stand-in-" + name)
-		must(t, err)
-		must(t, os.Symlink(script, filepath.Join(dir, name)))
-	}
-	return dir
-}
-
-// gpuRow is nvidia-smi's --query-gpu row of a GPU on bus 3b (cleanUUID)
-// or 5e (otherUUID).
-func gpuRow(uuid, used, ecc string) string {
-	bus := map[string]string{cleanUUID: "00000000:3B:00.0", otherUUID: "00000000:5E:00.0"}[uuid]
-	return uuid + ", " + bus + ", " + used + ", " + ecc + "\n"
-}
 
 // TestGPUCheck: a leased GPU with a compute process, memory in use, new
 // ECC errors or a pending row remap refuses the job (75); a clean one
@@ -59,53 +23,40 @@ func TestGPUCheck(t *testing.T) {
 		ids                            []string
 		want                           string // "" passes
 	}{
-		{"clean", gpuRow(cleanUUID, "1", "0"), "", "", "", []string{cleanUUID}, ""},
-		{"a neighbour's GPU busy", gpuRow(cleanUUID, "1", "0") + gpuRow(otherUUID, "70000", "3"), otherUUID + ", 4242, python3, 69000\n", "", "", []string{cleanUUID}, ""},
-		{"a foreign compute process", gpuRow(cleanUUID, "500", "0"), cleanUUID + ", 4242, python3, 480\n", "", "", []string{cleanUUID}, "compute process no job of this node owns (pid 4242, python3)"},
-		{"memory in use", gpuRow(cleanUUID, "30000", "0"), "", "", "", []string{cleanUUID}, "30000 MiB in use"},
-		{"new ECC errors", gpuRow(cleanUUID, "1", "5"), "", "", "3", []string{cleanUUID}, "2 new uncorrected ECC error(s)"},
-		{"the same ECC count", gpuRow(cleanUUID, "1", "5"), "", "", "5", []string{cleanUUID}, ""},
-		{"no ECC on this GPU", gpuRow(cleanUUID, "1", "[N/A]"), "", "", "", []string{cleanUUID}, ""},
-		{"a GPU off the bus", gpuRow(otherUUID, "1", "0"), "", "", "", []string{cleanUUID}, "not listed by nvidia-smi"},
-		{"one of a set dirty", gpuRow(cleanUUID, "1", "0") + gpuRow(otherUUID, "1", "0"), otherUUID + ", 7, x\x1b[31m, 1\n", "", "", []string{cleanUUID, otherUUID}, "pid 7, x[31m"},
-		{"a row remap pending", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", Yes, No\n", "", []string{cleanUUID}, "row remap pending"},
-		{"a row remap failed", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", No, Yes\n", "", []string{cleanUUID}, "row remap fail"},
-		{"no remap on a neighbour's", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", No, No\n" + otherUUID + ", Yes, No\n", "", []string{cleanUUID}, ""},
-		{"two problems, both said", gpuRow(cleanUUID, "30000", "0"), cleanUUID + ", 4242, python3, 480\n", "", "", []string{cleanUUID}, "(pid 4242, python3); GPU " + cleanUUID + " has 30000 MiB"},
+		{"clean", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0"), "", "", "", []string{gpuhealthtest.CleanUUID}, ""},
+		{"a neighbour's GPU busy", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0") + gpuhealthtest.GPURow(gpuhealthtest.OtherUUID, "70000", "3"), gpuhealthtest.OtherUUID + ", 4242, python3, 69000\n", "", "", []string{gpuhealthtest.CleanUUID}, ""},
+		{"a foreign compute process", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "500", "0"), gpuhealthtest.CleanUUID + ", 4242, python3, 480\n", "", "", []string{gpuhealthtest.CleanUUID}, "compute process no job of this node owns (pid 4242, python3)"},
+		{"memory in use", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "30000", "0"), "", "", "", []string{gpuhealthtest.CleanUUID}, "30000 MiB in use"},
+		{"new ECC errors", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "5"), "", "", "3", []string{gpuhealthtest.CleanUUID}, "2 new uncorrected ECC error(s)"},
+		{"the same ECC count", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "5"), "", "", "5", []string{gpuhealthtest.CleanUUID}, ""},
+		{"no ECC on this GPU", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "[N/A]"), "", "", "", []string{gpuhealthtest.CleanUUID}, ""},
+		{"a GPU off the bus", gpuhealthtest.GPURow(gpuhealthtest.OtherUUID, "1", "0"), "", "", "", []string{gpuhealthtest.CleanUUID}, "not listed by nvidia-smi"},
+		{"one of a set dirty", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0") + gpuhealthtest.GPURow(gpuhealthtest.OtherUUID, "1", "0"), gpuhealthtest.OtherUUID + ", 7, x\x1b[31m, 1\n", "", "", []string{gpuhealthtest.CleanUUID, gpuhealthtest.OtherUUID}, "pid 7, x[31m"},
+		{"a row remap pending", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0"), "", gpuhealthtest.CleanUUID + ", Yes, No\n", "", []string{gpuhealthtest.CleanUUID}, "row remap pending"},
+		{"a row remap failed", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0"), "", gpuhealthtest.CleanUUID + ", No, Yes\n", "", []string{gpuhealthtest.CleanUUID}, "row remap fail"},
+		{"no remap on a neighbour's", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0"), "", gpuhealthtest.CleanUUID + ", No, No\n" + gpuhealthtest.OtherUUID + ", Yes, No\n", "", []string{gpuhealthtest.CleanUUID}, ""},
+		{"two problems, both said", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "30000", "0"), gpuhealthtest.CleanUUID + ", 4242, python3, 480\n", "", "", []string{gpuhealthtest.CleanUUID}, "(pid 4242, python3); GPU " + gpuhealthtest.CleanUUID + " has 30000 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var path string
 			if tt.remaps != "" {
-				path = standInSMI(t, tt.state, tt.apps, tt.remaps)
+				path = gpuhealthtest.StandInSMI(t, tt.state, tt.apps, tt.remaps)
 			} else {
-				path = standInSMI(t, tt.state, tt.apps)
+				path = gpuhealthtest.StandInSMI(t, tt.state, tt.apps)
 			}
 			state := t.TempDir()
 			if tt.ecc != "" {
-				os.WriteFile(filepath.Join(state, "gpu-"+cleanUUID+".ecc"), []byte(tt.ecc), 0o644)
+				os.WriteFile(filepath.Join(state, "gpu-"+gpuhealthtest.CleanUUID+".ecc"), []byte(tt.ecc), 0o644)
 			}
-			c := GPUCheck{StateDir: state, KernelLog: emptyKernelLog(t), Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
-			wantRefusal(t, c.Check(context.Background(), "nvidia", tt.ids), tt.want)
+			c := Check{StateDir: state, KernelLog: emptyKernelLog(t), Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", tt.ids), tt.want)
 		})
 	}
 }
 
 // wantRefusal: want "" is a pass; else a refusal (75) saying want.
-func wantRefusal(t *testing.T, err error, want string) {
-	t.Helper()
-	if want == "" {
-		if err != nil {
-			t.Fatalf("refused a clean GPU: %v", err)
-		}
-		return
-	}
-	if !IsRefused(err) || ExitCode(err) != 75 || !strings.Contains(err.Error(), want) {
-		t.Errorf("err = %v, want a refusal (75) saying %q", err, want)
-	}
-}
-
 func emptyKernelLog(t *testing.T) string {
 	f := filepath.Join(t.TempDir(), "kmsg")
 	os.WriteFile(f, nil, 0o644)
@@ -124,24 +75,24 @@ func TestGPUCheckXid(t *testing.T) {
 		id       string
 		want     string
 	}{
-		{"a machine Xid since the last job", "1001", cleanUUID, "reported Xid 79 since the last job (NVRM: Xid (PCI:0000:3b:00): 79"},
-		{"a neighbour's Xid 48 and a program's 31 since", "1003", cleanUUID, ""},
-		{"the neighbour's own check sees its 48", "1003", otherUUID, "reported Xid 48"},
-		{"seen by the last job", "1005", cleanUUID, ""},
-		{"first check: baseline only", "", cleanUUID, ""},
-		{"a reboot under a kept file", "99999", cleanUUID, "Xid 79"},
+		{"a machine Xid since the last job", "1001", gpuhealthtest.CleanUUID, "reported Xid 79 since the last job (NVRM: Xid (PCI:0000:3b:00): 79"},
+		{"a neighbour's Xid 48 and a program's 31 since", "1003", gpuhealthtest.CleanUUID, ""},
+		{"the neighbour's own check sees its 48", "1003", gpuhealthtest.OtherUUID, "reported Xid 48"},
+		{"seen by the last job", "1005", gpuhealthtest.CleanUUID, ""},
+		{"first check: baseline only", "", gpuhealthtest.CleanUUID, ""},
+		{"a reboot under a kept file", "99999", gpuhealthtest.CleanUUID, "Xid 79"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			path := standInSMI(t, gpuRow(tt.id, "1", "0"), "")
+			path := gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(tt.id, "1", "0"), "")
 			state := t.TempDir()
 			if tt.baseline != "" {
 				os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".kmsg"), []byte(tt.baseline+"\n"), 0o644)
 			}
-			c := GPUCheck{StateDir: state, KernelLog: "testdata/kmsg/nvidia-xid.txt", Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
-			err := c.Check(context.Background(), "nvidia", []string{tt.id})
-			wantRefusal(t, err, tt.want)
+			c := Check{StateDir: state, KernelLog: "testdata/kmsg/nvidia-xid.txt", Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			err := c.Run(context.Background(), "nvidia", []string{tt.id})
+			gpuhealthtest.WantRefusal(t, err, tt.want)
 			if tt.want != "" && strings.Contains(err.Error(), "Xid 13") {
 				t.Errorf("a program's Xid 13 counted: %v", err)
 			}
@@ -158,11 +109,11 @@ func TestGPUCheckXid(t *testing.T) {
 func TestGPUCheckKernelLogUnreadable(t *testing.T) {
 	t.Parallel()
 	var logged []string
-	path := standInSMI(t, gpuRow(cleanUUID, "30000", "0"), "")
-	c := GPUCheck{StateDir: t.TempDir(), KernelLog: filepath.Join(t.TempDir(), "no-kmsg"),
+	path := gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "30000", "0"), "")
+	c := Check{StateDir: t.TempDir(), KernelLog: filepath.Join(t.TempDir(), "no-kmsg"),
 		Lookup: func(k string) (string, bool) { return path, k == "PATH" },
 		Logf:   func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
-	wantRefusal(t, c.Check(context.Background(), "nvidia", []string{cleanUUID}), "30000 MiB in use")
+	gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID}), "30000 MiB in use")
 	for _, want := range []string{"Xid and GPU-reset reports not read", "row remapping not read: exit status 2: Invalid combination"} {
 		if !strings.Contains(strings.Join(logged, "\n"), want) {
 			t.Errorf("log %q does not say %q", logged, want)
@@ -176,9 +127,9 @@ func TestGPUCheckRecordsECC(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	for i, want := range []bool{true, false} {
-		path := standInSMI(t, gpuRow(cleanUUID, "1", "9"), "")
-		os.WriteFile(filepath.Join(state, "gpu-"+cleanUUID+".ecc"), []byte(map[bool]string{true: "8", false: "9"}[i == 0]), 0o644)
-		err := GPUCheck{StateDir: state, KernelLog: emptyKernelLog(t), Lookup: func(k string) (string, bool) { return path, k == "PATH" }}.Check(context.Background(), "nvidia", []string{cleanUUID})
+		path := gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "9"), "")
+		os.WriteFile(filepath.Join(state, "gpu-"+gpuhealthtest.CleanUUID+".ecc"), []byte(map[bool]string{true: "8", false: "9"}[i == 0]), 0o644)
+		err := Check{StateDir: state, KernelLog: emptyKernelLog(t), Lookup: func(k string) (string, bool) { return path, k == "PATH" }}.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID})
 		if (err != nil) != want {
 			t.Errorf("check %d: %v, want refused %v", i, err, want)
 		}
@@ -190,9 +141,9 @@ func TestGPUCheckRecordsECC(t *testing.T) {
 func TestGPUCheckWithoutNvidiaSMI(t *testing.T) {
 	t.Parallel()
 	var logged string
-	c := GPUCheck{StateDir: t.TempDir(), Lookup: func(k string) (string, bool) { return t.TempDir(), k == "PATH" },
+	c := Check{StateDir: t.TempDir(), Lookup: func(k string) (string, bool) { return t.TempDir(), k == "PATH" },
 		Logf: func(f string, a ...any) { logged = f }}
-	if err := c.Check(context.Background(), "nvidia", []string{cleanUUID}); err != nil || !strings.Contains(logged, "skipped") {
+	if err := c.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID}); err != nil || !strings.Contains(logged, "skipped") {
 		t.Errorf("err %v, log %q", err, logged)
 	}
 }
@@ -266,8 +217,8 @@ func TestGPUCheckAMD(t *testing.T) {
 			if tt.ue != "" {
 				os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".ue"), []byte(tt.ue), 0o644)
 			}
-			c := GPUCheck{StateDir: state, Sysfs: amdSysfs(t, tt.edit), KernelLog: emptyKernelLog(t)}
-			wantRefusal(t, c.Check(context.Background(), "rocm", []string{tt.id}), tt.want)
+			c := Check{StateDir: state, Sysfs: amdSysfs(t, tt.edit), KernelLog: emptyKernelLog(t)}
+			gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "rocm", []string{tt.id}), tt.want)
 		})
 	}
 }
@@ -284,9 +235,9 @@ func TestGPUCheckAMDKernelLog(t *testing.T) {
 			t.Parallel()
 			state := t.TempDir()
 			os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".kmsg"), []byte("2001\n"), 0o644)
-			c := GPUCheck{StateDir: state, Sysfs: amdSysfs(t, nil), KernelLog: "testdata/kmsg/amdgpu-timeout.txt"}
-			err := c.Check(context.Background(), "rocm", []string{tt.id})
-			wantRefusal(t, err, tt.want)
+			c := Check{StateDir: state, Sysfs: amdSysfs(t, nil), KernelLog: "testdata/kmsg/amdgpu-timeout.txt"}
+			err := c.Run(context.Background(), "rocm", []string{tt.id})
+			gpuhealthtest.WantRefusal(t, err, tt.want)
 			if strings.Count(err.Error(), "logged since the last job") != 1 {
 				t.Errorf("want exactly this GPU's line: %v", err)
 			}
@@ -301,8 +252,8 @@ func TestGPUCheckAMDKernelLog(t *testing.T) {
 // dirty after it, is 75.
 func TestGPUCheckReset(t *testing.T) {
 	t.Parallel()
-	dirty, clean := gpuRow(cleanUUID, "30000", "0"), gpuRow(cleanUUID, "1", "0")
-	nvReset := "-n /usr/bin/nvidia-smi --gpu-reset -i " + cleanUUID
+	dirty, clean := gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "30000", "0"), gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0")
+	nvReset := "-n /usr/bin/nvidia-smi --gpu-reset -i " + gpuhealthtest.CleanUUID
 	tests := []struct {
 		name, state, apps string
 		after             string // the state the reset leaves; "" refuse
@@ -310,16 +261,16 @@ func TestGPUCheckReset(t *testing.T) {
 		want, wantLog     string // wantLog: reset.log ("" none)
 	}{
 		{"memory in use, cleared by the reset", dirty, "", clean, true, "", nvReset},
-		{"still dirty after the reset", dirty, "", dirty, true, "after a reset, GPU " + cleanUUID + " has 30000 MiB", nvReset},
+		{"still dirty after the reset", dirty, "", dirty, true, "after a reset, GPU " + gpuhealthtest.CleanUUID + " has 30000 MiB", nvReset},
 		{"sudo refuses", dirty, "", "", true, "the reset failed: exit status 1: sudo: a password is required", nvReset},
-		{"a foreign process is never reset", dirty, cleanUUID + ", 4242, python3, 480\n", clean, true, "not cleared by a reset", ""},
-		{"off the bus is never reset", gpuRow(otherUUID, "1", "0"), "", clean, true, "not listed", ""},
+		{"a foreign process is never reset", dirty, gpuhealthtest.CleanUUID + ", 4242, python3, 480\n", clean, true, "not cleared by a reset", ""},
+		{"off the bus is never reset", gpuhealthtest.GPURow(gpuhealthtest.OtherUUID, "1", "0"), "", clean, true, "not listed", ""},
 		{"reset not allowed", dirty, "", clean, false, "30000 MiB in use", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			path := standInSMI(t, tt.state, tt.apps)
+			path := gpuhealthtest.StandInSMI(t, tt.state, tt.apps)
 			if tt.after == "" {
 				must(t, os.WriteFile(filepath.Join(path, "refuse"), nil, 0o644))
 			} else {
@@ -327,10 +278,10 @@ func TestGPUCheckReset(t *testing.T) {
 				must(t, os.WriteFile(filepath.Join(path, "after"), []byte("mv \"$dir/state-after.csv\" \"$dir/state.csv\"\n"), 0o644))
 			}
 			var logged []string
-			c := GPUCheck{StateDir: t.TempDir(), KernelLog: emptyKernelLog(t), Reset: tt.reset,
+			c := Check{StateDir: t.TempDir(), KernelLog: emptyKernelLog(t), Reset: tt.reset,
 				Lookup: func(k string) (string, bool) { return path, k == "PATH" },
 				Logf:   func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
-			wantRefusal(t, c.Check(context.Background(), "nvidia", []string{cleanUUID}), tt.want)
+			gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID}), tt.want)
 			resets, _ := os.ReadFile(filepath.Join(path, "reset.log"))
 			if strings.TrimSpace(string(resets)) != tt.wantLog {
 				t.Errorf("resets %q, want %q", resets, tt.wantLog)
@@ -348,7 +299,7 @@ func TestGPUCheckReset(t *testing.T) {
 // with no reset on record, the GPU is reset and the time recorded.
 func TestGPUCheckResetRateLimited(t *testing.T) {
 	t.Parallel()
-	dirty, clean := gpuRow(cleanUUID, "30000", "0"), gpuRow(cleanUUID, "1", "0")
+	dirty, clean := gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "30000", "0"), gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0")
 	tests := []struct {
 		name      string
 		lastReset time.Duration // how long ago; 0: never
@@ -356,23 +307,23 @@ func TestGPUCheckResetRateLimited(t *testing.T) {
 		reset     bool
 	}{
 		{"never reset", 0, "", true},
-		{"reset a minute ago", time.Minute, "GPU " + cleanUUID + " was reset 1m", false},
+		{"reset a minute ago", time.Minute, "GPU " + gpuhealthtest.CleanUUID + " was reset 1m", false},
 		{"reset just inside the interval", MinResetInterval - time.Minute, "ago, and is reset at most once every 15m0s", false},
 		{"reset longer ago than the interval", MinResetInterval + time.Minute, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			path := standInSMI(t, dirty, "")
+			path := gpuhealthtest.StandInSMI(t, dirty, "")
 			must(t, os.WriteFile(filepath.Join(path, "state-after.csv"), []byte(clean), 0o644))
 			must(t, os.WriteFile(filepath.Join(path, "after"), []byte("mv \"$dir/state-after.csv\" \"$dir/state.csv\"\n"), 0o644))
 			state := t.TempDir()
-			file := filepath.Join(state, "gpu-"+cleanUUID+".reset")
+			file := filepath.Join(state, "gpu-"+gpuhealthtest.CleanUUID+".reset")
 			if tt.lastReset != 0 {
 				must(t, os.WriteFile(file, []byte(strconv.FormatInt(time.Now().Add(-tt.lastReset).Unix(), 10)+"\n"), 0o644))
 			}
-			c := GPUCheck{StateDir: state, KernelLog: emptyKernelLog(t), Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
-			wantRefusal(t, c.Check(context.Background(), "nvidia", []string{cleanUUID}), tt.want)
+			c := Check{StateDir: state, KernelLog: emptyKernelLog(t), Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID}), tt.want)
 			_, err := os.Stat(filepath.Join(path, "reset.log"))
 			if reset := err == nil; reset != tt.reset {
 				t.Errorf("reset %v, want %v", reset, tt.reset)
@@ -393,74 +344,20 @@ func TestGPUCheckResetAMD(t *testing.T) {
 	t.Parallel()
 	const used = "devices/pci0000:00/0000:c1:00.0/mem_info_vram_used"
 	sys := amdSysfs(t, map[string]string{used: "32212254720\n"})
-	path, klog := standInSMI(t, "", ""), emptyKernelLog(t)
+	path, klog := gpuhealthtest.StandInSMI(t, "", ""), emptyKernelLog(t)
 	must(t, os.WriteFile(klog, []byte("6,1,1,-;amdgpu 0000:c1:00.0: amdgpu: SMU is initialized successfully!\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(path, "after"), []byte("echo 12582912 >"+filepath.Join(sys, used)+
 		"\necho '3,2,2,-;amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!' >>"+klog+"\n"), 0o644))
-	c := GPUCheck{StateDir: t.TempDir(), Sysfs: sys, KernelLog: klog, Reset: true,
+	c := Check{StateDir: t.TempDir(), Sysfs: sys, KernelLog: klog, Reset: true,
 		Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
-	wantRefusal(t, c.Check(context.Background(), "rocm", []string{"renderD128"}), "")
+	gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "rocm", []string{"renderD128"}), "")
 	resets, _ := os.ReadFile(filepath.Join(path, "reset.log"))
 	if want := "-n /opt/rocm/bin/amd-smi reset -g 0000:c1:00.0 -G"; strings.TrimSpace(string(resets)) != want {
 		t.Errorf("resets %q, want %q", resets, want)
 	}
 }
 
-// TestJobRunRefusesADirtyGPU: kbgen sandbox checks its leased GPU before
-// docker run; a dirty one means no container and exit 75.
-func TestJobRunRefusesADirtyGPU(t *testing.T) {
-	l, dir := fakeDocker(t)
-	env := jobEnv(t)
-	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
-	env["PATH"] = standInSMI(t, gpuRow(cleanUUID, "1", "0"), cleanUUID+", 999, miner, 60000\n")
-	host := fakeHost(t, nil)
-	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = j.Run(context.Background(), l, t.TempDir())
-	if ExitCode(err) != 75 || !strings.Contains(err.Error(), "pid 999, miner") {
-		t.Fatalf("dirty GPU: %v, want a refusal (75) naming the process", err)
-	}
-	if got := calls(t, dir); slices.ContainsFunc(got, func(c string) bool { return strings.HasPrefix(c, "run ") }) {
-		t.Errorf("docker ran on a dirty GPU: %v", got)
-	}
-	if locked(t, filepath.Join(env[contract.EnvLeaseDir], "gpu-"+cleanUUID+".lock")) {
-		t.Error("the refused job kept its lease")
-	}
-}
-
-// TestJobRunRemovesStaleBeforeCheck: a container a SIGKILLed sandbox left
-// on the leased GPU, its process still on it, is removed before the
-// clean-GPU check (under the lease), so the check sees the GPU it freed
-// and the job runs; the check is not skipped (a stand-in nvidia-smi
-// answers it).
-func TestJobRunRemovesStaleBeforeCheck(t *testing.T) {
-	l, dir := fakeDocker(t)
-	env := jobEnv(t)
-	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
-	smi := standInSMI(t, gpuRow(cleanUUID, "1", "0"), cleanUUID+", 999, python3, 60000\n")
-	env["PATH"] = smi
-	touch(t, dir, "containers", "kbgen-leftover\t"+cleanUUID+"\n")
-	touch(t, dir, "on-rm", ": >"+filepath.Join(smi, "apps.csv")+"\n")
-	host := fakeHost(t, nil)
-	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := j.Run(context.Background(), l, t.TempDir()); err != nil {
-		t.Fatalf("refused though the leftover holding the GPU was the sandbox's to remove: %v", err)
-	}
-	got := calls(t, dir)
-	if len(got) < 3 || got[0] != "ps" || got[1] != "rm kbgen-leftover" || !strings.HasPrefix(got[2], "run ") {
-		t.Errorf("docker calls = %q, want the leftover removed, then the run", got)
-	}
-	if log := l.Log.(*bytes.Buffer).String(); !strings.Contains(log, "removed stale container kbgen-leftover (left by a killed job on GPU "+cleanUUID) {
-		t.Errorf("the removal is not in the job log: %q", log)
-	}
-}
-
-// migUUID is a MIG instance of cleanUUID (migList), otherMIG one that
+// migUUID is a MIG instance of gpuhealthtest.CleanUUID (migList), otherMIG one that
 // nvidia-smi -L does not list.
 const (
 	migUUID  = "MIG-0e6c1111-5d4b-5a3c-9b2a-1f0e9d8c7b61"
@@ -469,10 +366,10 @@ const (
 
 // migList is `nvidia-smi -L` of a GPU split into two MIG instances, as the
 // driver prints it (node/testdata/h100x8/nvidia-smi-mig.txt's shape).
-const migList = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: " + cleanUUID + ")\n" +
+const migList = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: " + gpuhealthtest.CleanUUID + ")\n" +
 	"  MIG 3g.40gb     Device  0: (UUID: MIG-0e6c0000-5d4b-5a3c-9b2a-1f0e9d8c7b60)\n" +
 	"  MIG 3g.40gb     Device  1: (UUID: " + migUUID + ")\n" +
-	"GPU 1: NVIDIA H100 80GB HBM3 (UUID: " + otherUUID + ")\n"
+	"GPU 1: NVIDIA H100 80GB HBM3 (UUID: " + gpuhealthtest.OtherUUID + ")\n"
 
 // TestGPUCheckMIG: a MIG instance is judged by its GPU's faults since its
 // agent's last job (ECC errors, Xids at the GPU's bus, row remaps), each
@@ -488,18 +385,18 @@ func TestGPUCheckMIG(t *testing.T) {
 		id                                   string
 		want                                 string // "" passes
 	}{
-		{"clean", gpuRow(cleanUUID, "1", "0"), "", "", "", "", migUUID, ""},
-		{"the GPU busy with another instance's job", gpuRow(cleanUUID, "40000", "0"), cleanUUID + ", 4242, python3, 39000\n", "", "", "", migUUID, ""},
-		{"new ECC errors on its GPU", gpuRow(cleanUUID, "1", "5"), "", "", "3", "", migUUID, "GPU " + migUUID + " on GPU " + cleanUUID + " has 2 new uncorrected ECC error(s)"},
-		{"a row remap pending on its GPU", gpuRow(cleanUUID, "1", "0"), "", cleanUUID + ", Yes, No\n", "", "", migUUID, "on GPU " + cleanUUID + " has a row remap pending"},
-		{"a machine Xid on its GPU's bus", gpuRow(cleanUUID, "1", "0"), "", "", "", "1001", migUUID, "on GPU " + cleanUUID + " reported Xid 79"},
-		{"not listed any more", gpuRow(cleanUUID, "1", "0"), "", "", "", "", otherMIG, "is not listed by nvidia-smi -L"},
-		{"its GPU off the bus", gpuRow(otherUUID, "1", "0"), "", "", "", "", migUUID, "which nvidia-smi does not list"},
+		{"clean", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0"), "", "", "", "", migUUID, ""},
+		{"the GPU busy with another instance's job", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "40000", "0"), gpuhealthtest.CleanUUID + ", 4242, python3, 39000\n", "", "", "", migUUID, ""},
+		{"new ECC errors on its GPU", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "5"), "", "", "3", "", migUUID, "GPU " + migUUID + " on GPU " + gpuhealthtest.CleanUUID + " has 2 new uncorrected ECC error(s)"},
+		{"a row remap pending on its GPU", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0"), "", gpuhealthtest.CleanUUID + ", Yes, No\n", "", "", migUUID, "on GPU " + gpuhealthtest.CleanUUID + " has a row remap pending"},
+		{"a machine Xid on its GPU's bus", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0"), "", "", "", "1001", migUUID, "on GPU " + gpuhealthtest.CleanUUID + " reported Xid 79"},
+		{"not listed any more", gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0"), "", "", "", "", otherMIG, "is not listed by nvidia-smi -L"},
+		{"its GPU off the bus", gpuhealthtest.GPURow(gpuhealthtest.OtherUUID, "1", "0"), "", "", "", "", migUUID, "which nvidia-smi does not list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			path := standInSMI(t, tt.state, tt.apps, tt.remaps)
+			path := gpuhealthtest.StandInSMI(t, tt.state, tt.apps, tt.remaps)
 			must(t, os.WriteFile(filepath.Join(path, "list.txt"), []byte(migList), 0o644))
 			state := t.TempDir()
 			if tt.ecc != "" {
@@ -510,9 +407,9 @@ func TestGPUCheckMIG(t *testing.T) {
 				klog = "testdata/kmsg/nvidia-xid.txt"
 				must(t, os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".kmsg"), []byte(tt.kmsg+"\n"), 0o644))
 			}
-			c := GPUCheck{StateDir: state, KernelLog: klog, Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
-			err := c.Check(context.Background(), "nvidia", []string{tt.id})
-			wantRefusal(t, err, tt.want)
+			c := Check{StateDir: state, KernelLog: klog, Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			err := c.Run(context.Background(), "nvidia", []string{tt.id})
+			gpuhealthtest.WantRefusal(t, err, tt.want)
 			if tt.want != "" && !strings.Contains(err.Error(), "not cleared by a reset") {
 				t.Errorf("a MIG instance's fault was reset (or tried): %v", err)
 			}

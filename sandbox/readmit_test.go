@@ -10,6 +10,9 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/sandbox/gpuhealth"
+	"github.com/gpu-mode/kbgen/sandbox/gpuhealth/gpuhealthtest"
+	"github.com/gpu-mode/kbgen/sandbox/lease"
 )
 
 // TestRecordExit: exit 75 counts a machine fault, any other exit ends the
@@ -18,8 +21,7 @@ import (
 func TestRecordExit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	j := &Job{Spec: &Spec{GPUs: []string{cleanUUID}}, lease: LeaseOptions{Dir: dir}}
-	file := faultFile(dir, j.Spec.GPUs)
+	j := &Job{Spec: &Spec{GPUs: []string{gpuhealthtest.CleanUUID}}, lease: lease.Options{Dir: dir}}
 	steps := []struct {
 		code   int
 		faults int
@@ -27,14 +29,14 @@ func TestRecordExit(t *testing.T) {
 	}{{75, 1, false}, {75, 2, false}, {1, 0, false}, {75, 1, false}, {75, 2, false}, {75, 3, true}, {75, 4, true}, {0, 0, false}}
 	for i, s := range steps {
 		note := j.RecordExit(s.code)
-		if got := readFaults(file); got != s.faults || (note != "") != s.out {
+		if got := gpuhealth.Faults(dir, j.Spec.GPUs); got != s.faults || (note != "") != s.out {
 			t.Fatalf("step %d (exit %d): %d faults, note %q; want %d faults, out %v", i, s.code, got, note, s.faults, s.out)
 		}
 		if s.out && !strings.Contains(note, "stays out of rotation until its GPUs pass the clean-GPU check") {
 			t.Errorf("note %q", note)
 		}
 	}
-	none := &Job{Spec: &Spec{}, lease: LeaseOptions{Dir: dir}}
+	none := &Job{Spec: &Spec{}, lease: lease.Options{Dir: dir}}
 	if none.RecordExit(75) != "" {
 		t.Error("a job without GPUs counted")
 	}
@@ -46,7 +48,7 @@ func TestRecordExit(t *testing.T) {
 // fewer faults start unchecked; by hand it always checks.
 func TestReadmit(t *testing.T) {
 	t.Parallel()
-	clean, dirty := gpuRow(cleanUUID, "1", "0"), gpuRow(cleanUUID, "30000", "0")
+	clean, dirty := gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0"), gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "30000", "0")
 	tests := []struct {
 		name, state string
 		faults      string // "" none
@@ -64,14 +66,14 @@ func TestReadmit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			path, dir := standInSMI(t, tt.state, ""), t.TempDir()
-			file := faultFile(dir, []string{cleanUUID})
+			path, dir := gpuhealthtest.StandInSMI(t, tt.state, ""), t.TempDir()
+			file := gpuhealth.FaultFile(dir, []string{gpuhealthtest.CleanUUID})
 			if tt.faults != "" {
 				must(t, os.WriteFile(file, []byte(tt.faults+"\n"), 0o644))
 			}
-			env := map[string]string{"PATH": path, contract.EnvLeaseDir: dir, contract.EnvGPUUUID: cleanUUID}
+			env := map[string]string{"PATH": path, contract.EnvLeaseDir: dir, contract.EnvGPUUUID: gpuhealthtest.CleanUUID}
 			r, err := Readmit(context.Background(), lookup(env), tt.ifOut, nil)
-			wantRefusal(t, err, tt.want)
+			gpuhealthtest.WantRefusal(t, err, tt.want)
 			if r.Checked != tt.checked {
 				t.Errorf("checked %v, want %v", r.Checked, tt.checked)
 			}
@@ -79,7 +81,7 @@ func TestReadmit(t *testing.T) {
 			if kept := statErr == nil; kept != (tt.faults != "" && !tt.checked) {
 				t.Errorf("fault count kept %v after %+v, %v", kept, r, err)
 			}
-			if locked(t, filepath.Join(dir, "gpu-"+cleanUUID+".lock")) {
+			if lease.Locked(filepath.Join(dir, "gpu-"+gpuhealthtest.CleanUUID+".lock")) {
 				t.Error("check-gpu kept the lease")
 			}
 		})
@@ -91,7 +93,7 @@ func TestReadmit(t *testing.T) {
 func TestReadmitWithoutPlacement(t *testing.T) {
 	t.Parallel()
 	_, err := Readmit(context.Background(), lookup(map[string]string{}), true, nil)
-	wantRefusal(t, err, contract.EnvGPUUUID+" or "+contract.EnvGPURenderNode+" is not set")
+	gpuhealthtest.WantRefusal(t, err, contract.EnvGPUUUID+" or "+contract.EnvGPURenderNode+" is not set")
 }
 
 // TestLeaseTimeoutIsNoFault: a job that waited out KBGEN_LEASE_WAIT exits
@@ -107,7 +109,7 @@ func TestLeaseTimeoutIsNoFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := mustLease(t, j.Spec.GPUs, leaseOpts(env[contract.EnvLeaseDir], "job 9 on agent node1-x8", time.Second, nil))
+	other := mustLease(t, j.Spec.GPUs, lease.Options{Dir: env[contract.EnvLeaseDir], Holder: "job 9 on agent node1-x8", Wait: time.Second})
 	defer other.Release()
 	for i := range FaultLimit + 1 {
 		_, err := j.Run(context.Background(), l, t.TempDir())
@@ -118,7 +120,7 @@ func TestLeaseTimeoutIsNoFault(t *testing.T) {
 			t.Fatalf("run %d: a lease timeout counted as a machine fault: %s", i, note)
 		}
 	}
-	if _, err := os.Stat(faultFile(env[contract.EnvLeaseDir], j.Spec.GPUs)); err == nil {
+	if _, err := os.Stat(gpuhealth.FaultFile(env[contract.EnvLeaseDir], j.Spec.GPUs)); err == nil {
 		t.Error("a fault count was written for lease timeouts")
 	}
 }

@@ -1,4 +1,4 @@
-package sandbox
+package gpuhealth
 
 import (
 	"errors"
@@ -19,9 +19,9 @@ const DefaultKernelLog = "/dev/kmsg"
 // a few MiB at most (log_buf_len).
 const maxKernelLog = 32 << 20
 
-// kmsgRecord is one kernel log record: its sequence number (which only
+// KernelRecord is one kernel log record: its sequence number (which only
 // grows within a boot), its text, and its syslog facility.
-type kmsgRecord struct {
+type KernelRecord struct {
 	Seq  uint64
 	Text string
 	// Facility is the record's syslog facility, the prefix's prio >> 3:
@@ -32,14 +32,14 @@ type kmsgRecord struct {
 	Facility int
 }
 
-// kernelFacility is LOG_KERN: the only facility a driver's record has.
-const kernelFacility = 0
+// KernelFacility is LOG_KERN: the only facility a driver's record has.
+const KernelFacility = 0
 
-// readKernelLog reads every record the kernel still holds. The raw fd is
+// ReadKernelLog reads every record the kernel still holds. The raw fd is
 // non-blocking and read directly: an os.File of a pollable device would
 // wait for the next record instead of reporting the end (EAGAIN). A
 // regular file (a test's fixture) reads the same way.
-func readKernelLog(path string) ([]kmsgRecord, error) {
+func ReadKernelLog(path string) ([]KernelRecord, error) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
@@ -67,8 +67,8 @@ func readKernelLog(path string) ([]kmsgRecord, error) {
 // parseKernelLog splits /dev/kmsg's records ("prio,seq,usec,flags;text",
 // prio being facility<<3 | level); continuation lines (" KEY=…") and
 // anything malformed are skipped.
-func parseKernelLog(s string) []kmsgRecord {
-	var out []kmsgRecord
+func parseKernelLog(s string) []KernelRecord {
+	var out []KernelRecord
 	for line := range strings.Lines(s) {
 		head, text, ok := strings.Cut(strings.TrimRight(line, "\n"), ";")
 		f := strings.Split(head, ",")
@@ -80,7 +80,7 @@ func parseKernelLog(s string) []kmsgRecord {
 		if err != nil || perr != nil || prio < 0 {
 			continue
 		}
-		out = append(out, kmsgRecord{Seq: seq, Text: text, Facility: prio >> 3})
+		out = append(out, KernelRecord{Seq: seq, Text: text, Facility: prio >> 3})
 	}
 	return out
 }
@@ -91,7 +91,7 @@ func parseKernelLog(s string) []kmsgRecord {
 // baseline, as the ECC count does: what happened before it is no later
 // job's concern. A sequence number lower than the stored one means the
 // node rebooted under a kept file; everything is new then.
-func kernelLogSince(records []kmsgRecord, file string) []kmsgRecord {
+func kernelLogSince(records []KernelRecord, file string) []KernelRecord {
 	var last uint64
 	for _, r := range records {
 		last = max(last, r.Seq)
@@ -105,7 +105,7 @@ func kernelLogSince(records []kmsgRecord, file string) []kmsgRecord {
 	if err != nil || p > last {
 		p = 0
 	}
-	var out []kmsgRecord
+	var out []KernelRecord
 	for _, r := range records {
 		if r.Seq > p {
 			out = append(out, r)
@@ -114,8 +114,8 @@ func kernelLogSince(records []kmsgRecord, file string) []kmsgRecord {
 	return out
 }
 
-// kernelLogFile is where the check keeps a GPU's last-read kernel log
+// KernelLogFile is where the check keeps a GPU's last-read kernel log
 // sequence number, beside its lease.
-func kernelLogFile(dir, id string) string {
+func KernelLogFile(dir, id string) string {
 	return filepath.Join(dir, "gpu-"+id+".kmsg")
 }

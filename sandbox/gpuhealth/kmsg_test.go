@@ -1,4 +1,4 @@
-package sandbox
+package gpuhealth
 
 import (
 	"os"
@@ -18,7 +18,7 @@ func TestReadKernelLogDevice(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		recs, err := readKernelLog(DefaultKernelLog)
+		recs, err := ReadKernelLog(DefaultKernelLog)
 		if err == nil && len(recs) == 0 {
 			t.Log("the kernel log holds no records")
 		}
@@ -40,7 +40,7 @@ func TestReadKernelLogDevice(t *testing.T) {
 func TestParseKernelLog(t *testing.T) {
 	t.Parallel()
 	got := parseKernelLog("6,7,100,-;first; with a semicolon\n SUBSYSTEM=pci\nnot a record\n4,x,1,-;bad seq\nx,8,1,-;bad prio\n3,9,200,c;second\n12,10,300,-;from user space\n30,11,400,-;from a daemon\n")
-	want := []kmsgRecord{{7, "first; with a semicolon", 0}, {9, "second", 0}, {10, "from user space", 1}, {11, "from a daemon", 3}}
+	want := []KernelRecord{{7, "first; with a semicolon", 0}, {9, "second", 0}, {10, "from user space", 1}, {11, "from a daemon", 3}}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
@@ -50,7 +50,7 @@ func TestParseKernelLog(t *testing.T) {
 // newest stored; none on the first check (baseline).
 func TestKernelLogSince(t *testing.T) {
 	t.Parallel()
-	recs := []kmsgRecord{{Seq: 5, Text: "a"}, {Seq: 6, Text: "b"}, {Seq: 8, Text: "c"}}
+	recs := []KernelRecord{{Seq: 5, Text: "a"}, {Seq: 6, Text: "b"}, {Seq: 8, Text: "c"}}
 	tests := []struct {
 		name, stored string
 		want         int
@@ -85,7 +85,7 @@ func BenchmarkReadKernelLog(b *testing.B) {
 	}
 	n := 0
 	for b.Loop() {
-		recs, err := readKernelLog(DefaultKernelLog)
+		recs, err := ReadKernelLog(DefaultKernelLog)
 		if err != nil {
 			b.Fatal(err)
 		}

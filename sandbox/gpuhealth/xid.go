@@ -1,4 +1,4 @@
-package sandbox
+package gpuhealth
 
 import (
 	"strconv"
@@ -31,7 +31,7 @@ type xidReport struct {
 // reported for the GPU at busID (nvidia-smi's pci.bus_id,
 // "00000000:3B:00.0"): kernel records only (driverRecord), in the driver's
 // grammar, at exactly that bus.
-func xidsFor(records []kmsgRecord, busID string) []xidReport {
+func xidsFor(records []KernelRecord, busID string) []xidReport {
 	want := normalBus(busID)
 	var out []xidReport
 	for _, r := range records {
@@ -52,9 +52,9 @@ func xidsFor(records []kmsgRecord, busID string) []xidReport {
 }
 
 // driverRecord: the kernel printed r (LOG_KERN). What user space writes
-// into the kernel log never has facility 0 (kmsgRecord.Facility).
-func driverRecord(r kmsgRecord) bool {
-	return r.Facility == kernelFacility
+// into the kernel log never has facility 0 (KernelRecord.Facility).
+func driverRecord(r KernelRecord) bool {
+	return r.Facility == KernelFacility
 }
 
 // normalBus makes nvidia-smi's "00000000:3B:00.0" and the driver's

@@ -1,4 +1,4 @@
-package sandbox
+package gpuhealth
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // The reset tools, by absolute path: the node's sudoers file names
@@ -55,22 +56,22 @@ func (p gpuProblem) resettable() bool {
 
 // resetAll resets each GPU with a problem, all of them resettable, and
 // says so in the job log; the caller checks again.
-func (c GPUCheck) resetAll(ctx context.Context, rt string, problems []gpuProblem) error {
+func (c Check) resetAll(ctx context.Context, rt string, problems []gpuProblem) error {
 	var done []string
 	for _, p := range problems {
 		if !p.resettable() {
-			return refusef("clean-GPU check: %s (not cleared by a reset)", describeProblems(problems))
+			return refusal.Refusef("clean-GPU check: %s (not cleared by a reset)", describeProblems(problems))
 		}
 		if slices.Contains(done, p.GPU) {
 			continue
 		}
 		if ago, ok := c.sinceReset(p.GPU); ok && ago < MinResetInterval {
-			return refusef("clean-GPU check: %s; GPU %s was reset %s ago, and is reset at most once every %s", describeProblems(problems), p.GPU, ago.Round(time.Second), MinResetInterval)
+			return refusal.Refusef("clean-GPU check: %s; GPU %s was reset %s ago, and is reset at most once every %s", describeProblems(problems), p.GPU, ago.Round(time.Second), MinResetInterval)
 		}
 		c.recordReset(p.GPU)
 		c.logf("kbgen sandbox: clean-GPU check: GPU %s %s: resetting it (%s=1)", p.GPU, p.Msg, contract.EnvGPUReset)
 		if err := c.reset(ctx, rt, p.GPU); err != nil {
-			return refusef("clean-GPU check: %s; the reset failed: %v", describeProblems(problems), err)
+			return refusal.Refusef("clean-GPU check: %s; the reset failed: %v", describeProblems(problems), err)
 		}
 		done = append(done, p.GPU)
 	}
@@ -78,7 +79,7 @@ func (c GPUCheck) resetAll(ctx context.Context, rt string, problems []gpuProblem
 }
 
 // reset runs the GPU's reset command under `sudo -n` (found on PATH).
-func (c GPUCheck) reset(ctx context.Context, rt, id string) error {
+func (c Check) reset(ctx context.Context, rt, id string) error {
 	target := id
 	if rt == string(contract.RuntimeROCm) {
 		dev, err := os.Readlink(c.sys("class", "drm", id, "device"))
@@ -106,7 +107,7 @@ func resetFile(dir, id string) string {
 // sinceReset is how long ago the check last reset GPU id; false when it
 // never did (or the record is unreadable). A time in the future (a clock
 // set back) counts as now.
-func (c GPUCheck) sinceReset(id string) (time.Duration, bool) {
+func (c Check) sinceReset(id string) (time.Duration, bool) {
 	b, err := os.ReadFile(resetFile(c.StateDir, id))
 	if err != nil {
 		return 0, false
@@ -120,6 +121,6 @@ func (c GPUCheck) sinceReset(id string) (time.Duration, bool) {
 
 // recordReset stores now as GPU id's last reset, before the reset runs:
 // a reset that fails has still hit the GPU.
-func (c GPUCheck) recordReset(id string) {
+func (c Check) recordReset(id string) {
 	_ = os.WriteFile(resetFile(c.StateDir, id), []byte(strconv.FormatInt(time.Now().Unix(), 10)+"\n"), 0o660)
 }

@@ -1,4 +1,10 @@
-package sandbox
+// Package refusal holds the sandbox's two kinds of "no": a step this agent
+// must not run (RefusedError, exit 75: another agent may) and a plugin
+// config that cannot be read (ConfigError, exit 2: no agent can). Every
+// part of the sandbox (the docker argv, the lease, the GPU health check,
+// the process launcher) answers with these, and one exit-code mapping
+// (sandbox.ExitCode) reads them.
+package refusal
 
 import (
 	"errors"
@@ -13,7 +19,8 @@ type RefusedError struct{ Msg string }
 
 func (e *RefusedError) Error() string { return "refused: " + e.Msg }
 
-func refusef(format string, args ...any) error {
+// Refusef is a RefusedError with a formatted message.
+func Refusef(format string, args ...any) error {
 	return &RefusedError{Msg: fmt.Sprintf(format, args...)}
 }
 
@@ -38,7 +45,8 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("gpu-docker plugin config: %s: %s", e.Key, e.Msg)
 }
 
-func configErrorf(key, format string, args ...any) error {
+// ConfigErrorf is a ConfigError of key with a formatted message.
+func ConfigErrorf(key, format string, args ...any) error {
 	return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 

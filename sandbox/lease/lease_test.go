@@ -1,9 +1,9 @@
-package sandbox
+package lease
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,28 +11,26 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // leaseOpts is a lease in dir for holder, waiting at most wait, logging
 // into log.
-func leaseOpts(dir, holder string, wait time.Duration, log *syncbuf.Buffer) LeaseOptions {
-	o := LeaseOptions{Dir: dir, Wait: wait, Holder: holder}
+func leaseOpts(dir, holder string, wait time.Duration, log *syncbuf.Buffer) Options {
+	o := Options{Dir: dir, Wait: wait, Holder: holder}
 	if log != nil {
 		o.Logf = func(f string, a ...any) { fmt.Fprintf(log, f+"\n", a...) }
 	}
 	return o
 }
 
-func mustLease(t *testing.T, ids []string, o LeaseOptions) *Lease {
+func mustLease(t *testing.T, ids []string, o Options) *Lease {
 	t.Helper()
-	l, err := AcquireLease(context.Background(), ids, o)
+	l, err := Acquire(context.Background(), ids, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +53,12 @@ func TestLeaseExcludes(t *testing.T) {
 	c.Release()
 
 	var log syncbuf.Buffer
-	_, err := AcquireLease(context.Background(), []string{"GPU-b"}, leaseOpts(dir, "job B", 200*time.Millisecond, &log))
-	if !IsRefused(err) || !strings.Contains(err.Error(), "GPU-b is still held by job A since ") {
+	_, err := Acquire(context.Background(), []string{"GPU-b"}, leaseOpts(dir, "job B", 200*time.Millisecond, &log))
+	if !refusal.IsRefused(err) || !strings.Contains(err.Error(), "GPU-b is still held by job A since ") {
 		t.Fatalf("a held GPU: %v, want a refusal naming job A", err)
 	}
-	if ExitCode(err) != 75 {
-		t.Errorf("exit %d, want 75", ExitCode(err))
+	if !errors.As(err, new(*BusyError)) {
+		t.Errorf("%v is not a BusyError (a busy node, no machine fault)", err)
 	}
 	if !strings.Contains(log.String(), "waiting for GPU GPU-b (in use, 0s so far): held by job A since") {
 		t.Errorf("the job log does not show the wait and the holder:\n%s", log.String())
@@ -83,14 +81,14 @@ func TestLeaseWriterPreference(t *testing.T) {
 	var wide *Lease
 	go func() {
 		var err error
-		wide, err = AcquireLease(context.Background(), []string{"GPU-0", "GPU-1", "GPU-2", "GPU-3"}, leaseOpts(dir, "4-GPU job", 10*time.Second, nil))
+		wide, err = Acquire(context.Background(), []string{"GPU-0", "GPU-1", "GPU-2", "GPU-3"}, leaseOpts(dir, "4-GPU job", 10*time.Second, nil))
 		got <- err
 	}()
-	waitUntil(t, func() bool { return locked(t, filepath.Join(dir, "gpu-GPU-3.intent")) }, "the 4-GPU job to claim GPU-3")
+	waitUntil(t, func() bool { return Locked(filepath.Join(dir, "gpu-GPU-3.intent")) }, "the 4-GPU job to claim GPU-3")
 
 	// GPU-1 is idle, but claimed: a new one-GPU job must not slip in.
-	_, err := AcquireLease(context.Background(), []string{"GPU-1"}, leaseOpts(dir, "late one-GPU job", 300*time.Millisecond, nil))
-	if !IsRefused(err) || !strings.Contains(err.Error(), "GPU-1") {
+	_, err := Acquire(context.Background(), []string{"GPU-1"}, leaseOpts(dir, "late one-GPU job", 300*time.Millisecond, nil))
+	if !refusal.IsRefused(err) || !strings.Contains(err.Error(), "GPU-1") {
 		t.Fatalf("a one-GPU job took a GPU claimed by a waiting 4-GPU job: %v", err)
 	}
 	one.Release()
@@ -102,7 +100,7 @@ func TestLeaseWriterPreference(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the 4-GPU job did not get its GPUs after the one-GPU job ended")
 	}
-	if locked(t, filepath.Join(dir, "gpu-GPU-1.intent")) {
+	if Locked(filepath.Join(dir, "gpu-GPU-1.intent")) {
 		t.Error("the 4-GPU job kept its intents after taking its GPUs")
 	}
 	wide.Release()
@@ -112,7 +110,7 @@ func TestLeaseWriterPreference(t *testing.T) {
 func TestLeaseRefusesPathNames(t *testing.T) {
 	t.Parallel()
 	for _, id := range []string{"../etc/x", "a/b", "..", ""} {
-		if _, err := AcquireLease(context.Background(), []string{id}, leaseOpts(t.TempDir(), "x", 0, nil)); !IsRefused(err) {
+		if _, err := Acquire(context.Background(), []string{id}, leaseOpts(t.TempDir(), "x", 0, nil)); !refusal.IsRefused(err) {
 			t.Errorf("id %q: %v, want a refusal", id, err)
 		}
 	}
@@ -126,7 +124,7 @@ func TestLeaseCancel(t *testing.T) {
 	defer held.Release()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := AcquireLease(ctx, []string{"GPU-x"}, leaseOpts(dir, "w", time.Minute, nil)); err != context.DeadlineExceeded {
+	if _, err := Acquire(ctx, []string{"GPU-x"}, leaseOpts(dir, "w", time.Minute, nil)); err != context.DeadlineExceeded {
 		t.Errorf("cancelled wait: %v", err)
 	}
 }
@@ -138,7 +136,7 @@ func TestLeaseKilledHolderFreesIt(t *testing.T) {
 	dir := t.TempDir()
 	holder, ready := startLeaseHelper(t, dir, "GPU-k", "0")
 	<-ready
-	if _, err := AcquireLease(context.Background(), []string{"GPU-k"}, leaseOpts(dir, "w", 200*time.Millisecond, nil)); !IsRefused(err) || !strings.Contains(err.Error(), "helper") {
+	if _, err := Acquire(context.Background(), []string{"GPU-k"}, leaseOpts(dir, "w", 200*time.Millisecond, nil)); !refusal.IsRefused(err) || !strings.Contains(err.Error(), "helper") {
 		t.Fatalf("while the helper holds it: %v", err)
 	}
 	if err := holder.Process.Kill(); err != nil {
@@ -253,22 +251,6 @@ func TestLeaseHelper(t *testing.T) {
 	}
 }
 
-// locked reports whether another open file description holds a flock on
-// path.
-func locked(t *testing.T, path string) bool {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return true
-	}
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
-}
-
 func waitUntil(t *testing.T, cond func() bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -277,50 +259,5 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestJobRunHoldsTheLease: kbgen sandbox takes its GPUs' lease before
-// docker run and holds it while the container runs; a GPU another job
-// holds past the wait bound means no docker run and a refusal (75),
-// with the wait and the holder in the job log.
-func TestJobRunHoldsTheLease(t *testing.T) {
-	if _, err := exec.LookPath("flock"); err != nil {
-		t.Skip("flock(1) (util-linux) is not installed: the stand-in docker checks the lease with it")
-	}
-	l, dir := fakeDocker(t)
-	env := jobEnv(t)
-	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
-	env[contract.EnvLeaseWait] = "300ms"
-	env[contract.EnvAgentName] = "node1-gpu3"
-	host := fakeHost(t, nil)
-	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock := filepath.Join(env[contract.EnvLeaseDir], "gpu-"+j.Spec.GPUs[0]+".lock")
-	touch(t, dir, "during", "flock -n "+lock+" true && echo free >"+dir+"/lease || echo held >"+dir+"/lease\n")
-
-	other := mustLease(t, j.Spec.GPUs, leaseOpts(env[contract.EnvLeaseDir], "job 9 on agent node1-x8", time.Second, nil))
-	_, err = j.Run(context.Background(), l, t.TempDir())
-	if !IsRefused(err) || !strings.Contains(err.Error(), "held by job 9 on agent node1-x8") {
-		t.Fatalf("GPU held by another job: %v, want a refusal naming it", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "calls")); err == nil {
-		t.Errorf("docker was called while the GPU was held: %v", calls(t, dir))
-	}
-	if log := l.Log.(*bytes.Buffer).String(); !strings.Contains(log, "waiting for GPU "+j.Spec.GPUs[0]) {
-		t.Errorf("the job log does not show the wait:\n%s", log)
-	}
-	other.Release()
-
-	if _, err := j.Run(context.Background(), l, t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "lease")); strings.TrimSpace(string(b)) != "held" {
-		t.Errorf("during docker run the GPU's lock was %q, want held", b)
-	}
-	if locked(t, lock) {
-		t.Error("the lease outlived the run")
 	}
 }

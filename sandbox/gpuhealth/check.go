@@ -1,4 +1,4 @@
-package sandbox
+package gpuhealth
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/nvsmi"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // MaxIdleUsedMiB is the most device memory a leased GPU may have in use
@@ -24,9 +25,9 @@ const MaxIdleUsedMiB = 2048
 // gpuCheckTimeout bounds the nvidia-smi queries of one check.
 const gpuCheckTimeout = 20 * time.Second
 
-// GPUCheck is the clean-GPU check before every job, run while the job
+// Check is the clean-GPU check before every job, run while the job
 // holds its GPUs' lease (so nothing of this node's may be on them).
-type GPUCheck struct {
+type Check struct {
 	// Lookup is the sandbox's environment (PATH finds nvidia-smi).
 	Lookup func(string) (string, bool)
 	// StateDir keeps each GPU's ECC count and last-read kernel log record
@@ -55,7 +56,7 @@ type gpuProblem struct {
 	Foreign, Broken, Shared bool
 }
 
-// Check refuses (75: the machine's fault, Buildkite retries elsewhere) a
+// Run refuses (75: the machine's fault, Buildkite retries elsewhere) a
 // job whose GPUs are not clean. NVIDIA: a compute process on one (the
 // lease says no job of this node has it: a foreign or orphaned process),
 // more than MaxIdleUsedMiB of memory in use, uncorrected ECC errors or
@@ -68,13 +69,13 @@ type gpuProblem struct {
 // processes and memory per GPU, not per instance, so those are not judged
 // (docs/isolation.md). A node without nvidia-smi is logged and passes,
 // since docker --gpus fails there anyway.
-func (c GPUCheck) Check(ctx context.Context, rt string, ids []string) error {
+func (c Check) Run(ctx context.Context, rt string, ids []string) error {
 	problems, err := c.problems(ctx, rt, ids)
 	if err != nil || len(problems) == 0 {
 		return err
 	}
 	if !c.Reset {
-		return refusef("clean-GPU check: %s", describeProblems(problems))
+		return refusal.Refusef("clean-GPU check: %s", describeProblems(problems))
 	}
 	if err := c.resetAll(ctx, rt, problems); err != nil {
 		return err
@@ -83,12 +84,12 @@ func (c GPUCheck) Check(ctx context.Context, rt string, ids []string) error {
 	if problems, err = c.problems(ctx, rt, ids); err != nil || len(problems) == 0 {
 		return err
 	}
-	return refusef("clean-GPU check: after a reset, %s", describeProblems(problems))
+	return refusal.Refusef("clean-GPU check: after a reset, %s", describeProblems(problems))
 }
 
 // problems is one pass over the GPUs of a runtime, bounded by
 // gpuCheckTimeout (a reset between two passes has its own bound).
-func (c GPUCheck) problems(ctx context.Context, rt string, ids []string) ([]gpuProblem, error) {
+func (c Check) problems(ctx context.Context, rt string, ids []string) ([]gpuProblem, error) {
 	ctx, cancel := context.WithTimeout(ctx, gpuCheckTimeout)
 	defer cancel()
 	switch rt {
@@ -111,7 +112,7 @@ func describeProblems(problems []gpuProblem) string {
 
 // nvidiaProblems reads the leased GPUs and MIG instances with nvidia-smi
 // and the kernel log.
-func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProblem, error) {
+func (c Check) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProblem, error) {
 	var gpus, migs []string
 	for _, id := range ids {
 		switch {
@@ -130,7 +131,7 @@ func (c GPUCheck) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProble
 		return nil, nil
 	}
 	if err != nil {
-		return nil, refusef("clean-GPU check: nvidia-smi: %v", err)
+		return nil, refusal.Refusef("clean-GPU check: nvidia-smi: %v", err)
 	}
 	if q.remapErr != nil {
 		c.logf("kbgen sandbox: clean-GPU check: row remapping not read: %v", q.remapErr)
@@ -174,7 +175,7 @@ type smiAnswers struct {
 // nvidiaQueries runs the queries at once: each nvidia-smi start costs
 // tens of milliseconds (~80 ms on an H100, docs/performance.md). withList
 // adds `nvidia-smi -L`, which maps a MIG instance to its GPU.
-func (c GPUCheck) nvidiaQueries(ctx context.Context, withList bool) (smiAnswers, error) {
+func (c Check) nvidiaQueries(ctx context.Context, withList bool) (smiAnswers, error) {
 	var q smiAnswers
 	var appsErr, listErr error
 	var wg sync.WaitGroup
@@ -194,7 +195,7 @@ func (c GPUCheck) nvidiaQueries(ctx context.Context, withList bool) (smiAnswers,
 // nvidiaGPU judges one GPU from its rows (nil: not listed). Every state
 // is read and recorded even when an earlier one already fails, so the
 // next job's baselines are today's.
-func (c GPUCheck) nvidiaGPU(id string, row, proc, remap []string, klog []kmsgRecord) []gpuProblem {
+func (c Check) nvidiaGPU(id string, row, proc, remap []string, klog []KernelRecord) []gpuProblem {
 	if row == nil {
 		return []gpuProblem{{GPU: id, Msg: "is not listed by nvidia-smi (fallen off the bus?)", Broken: true}}
 	}
@@ -213,7 +214,7 @@ func (c GPUCheck) nvidiaGPU(id string, row, proc, remap []string, klog []kmsgRec
 // last job, each baseline kept under the instance's id (its agent's own).
 // Every problem is Shared: resetting the GPU would end its other
 // instances' jobs.
-func (c GPUCheck) nvidiaMIG(id, parent string, rows, remaps map[string][]string, klog []kmsgRecord) []gpuProblem {
+func (c Check) nvidiaMIG(id, parent string, rows, remaps map[string][]string, klog []KernelRecord) []gpuProblem {
 	if parent == "" {
 		return []gpuProblem{{GPU: id, Broken: true, Shared: true, Msg: "is not listed by nvidia-smi -L (MIG turned off, or the instance destroyed?)"}}
 	}
@@ -232,13 +233,13 @@ func (c GPUCheck) nvidiaMIG(id, parent string, rows, remaps map[string][]string,
 // uncorrected ECC errors, the machine's Xids at its bus address, a row
 // remap pending or failed. Each baseline is read and recorded even when
 // an earlier fault already fails, so the next job's are today's.
-func (c GPUCheck) gpuFaults(id, on string, row, remap []string, klog []kmsgRecord) []gpuProblem {
+func (c Check) gpuFaults(id, on string, row, remap []string, klog []KernelRecord) []gpuProblem {
 	var msgs []gpuProblem
 	if n := c.newCount(id, "ecc", row[3]); n > 0 {
 		msgs = append(msgs, problem(id, "%shas %d new uncorrected ECC error(s) since the last job", on, n))
 	}
 	if klog != nil {
-		for _, x := range xidsFor(kernelLogSince(klog, kernelLogFile(c.StateDir, id)), row[1]) {
+		for _, x := range xidsFor(kernelLogSince(klog, KernelLogFile(c.StateDir, id)), row[1]) {
 			msgs = append(msgs, problem(id, "%sreported Xid %d since the last job (%s)", on, x.Code, printable(x.Text)))
 		}
 	}
@@ -253,7 +254,7 @@ func (c GPUCheck) gpuFaults(id, on string, row, remap []string, klog []kmsgRecor
 
 // remappedRows reads the row remapper (Ampere and later); an older GPU
 // or driver that cannot answer is an error the caller logs, not judges.
-func (c GPUCheck) remappedRows(ctx context.Context) (map[string][]string, error) {
+func (c Check) remappedRows(ctx context.Context) (map[string][]string, error) {
 	out, err := c.tool(ctx, "nvidia-smi", "--query-remapped-rows=gpu_uuid,remapped_rows.pending,remapped_rows.failure", "--format=csv,noheader,nounits")
 	if err != nil {
 		return nil, err
@@ -261,7 +262,7 @@ func (c GPUCheck) remappedRows(ctx context.Context) (map[string][]string, error)
 	return csvRows(out, 3), nil
 }
 
-func (c GPUCheck) kernelLogPath() string {
+func (c Check) kernelLogPath() string {
 	if c.KernelLog == "" {
 		return DefaultKernelLog
 	}
@@ -271,14 +272,14 @@ func (c GPUCheck) kernelLogPath() string {
 // kernelLog reads the kernel log for Xid reports; where this user may not
 // read it (kernel.dmesg_restrict=1 without CAP_SYSLOG) it says so and
 // returns nil: the other checks still run.
-func (c GPUCheck) kernelLog() []kmsgRecord {
-	records, err := readKernelLog(c.kernelLogPath())
+func (c Check) kernelLog() []KernelRecord {
+	records, err := ReadKernelLog(c.kernelLogPath())
 	if err != nil {
 		c.logf("kbgen sandbox: clean-GPU check: Xid and GPU-reset reports not read: %v (kernel.dmesg_restrict=1? docs/isolation.md)", err)
 		return nil
 	}
 	if records == nil {
-		records = []kmsgRecord{}
+		records = []KernelRecord{}
 	}
 	return records
 }
@@ -291,13 +292,13 @@ func problem(id, format string, args ...any) gpuProblem {
 // skipKernelLog moves each GPU's kernel log baseline to now: what the
 // reset just logged ("GPU reset begin!") is not a new fault. A reset that
 // failed has already refused the job.
-func (c GPUCheck) skipKernelLog(ids []string) {
-	records, err := readKernelLog(c.kernelLogPath())
+func (c Check) skipKernelLog(ids []string) {
+	records, err := ReadKernelLog(c.kernelLogPath())
 	if err != nil {
 		return
 	}
 	for _, id := range ids {
-		kernelLogSince(records, kernelLogFile(c.StateDir, id))
+		kernelLogSince(records, KernelLogFile(c.StateDir, id))
 	}
 }
 
@@ -309,7 +310,7 @@ func isYes(s string) bool {
 // newCount compares a GPU's error counter with the last job's (kept in
 // gpu-<id>.<kind>) and records it: how many are new; a value that is not
 // a number ("[N/A]": no ECC) is 0.
-func (c GPUCheck) newCount(id, kind, value string) int64 {
+func (c Check) newCount(id, kind, value string) int64 {
 	n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
 	if err != nil {
 		return 0
@@ -329,7 +330,7 @@ func (c GPUCheck) newCount(id, kind, value string) int64 {
 
 // tool runs a program found on the sandbox's PATH: its stdout, or an
 // error with the first line of its stderr.
-func (c GPUCheck) tool(ctx context.Context, name string, args ...string) ([]byte, error) {
+func (c Check) tool(ctx context.Context, name string, args ...string) ([]byte, error) {
 	path := name
 	if dirs, ok := c.Lookup("PATH"); ok {
 		found := ""
@@ -353,7 +354,7 @@ func (c GPUCheck) tool(ctx context.Context, name string, args ...string) ([]byte
 	return out, err
 }
 
-func (c GPUCheck) logf(format string, args ...any) {
+func (c Check) logf(format string, args ...any) {
 	if c.Logf != nil {
 		c.Logf(format, args...)
 	}

@@ -1,4 +1,8 @@
-package sandbox
+// Package lease is the node's GPU lease: one job per GPU across every
+// agent of a node (a one-GPU agent and a multi-GPU agent share GPUs), by
+// flock on files in one directory (/run/kbgen/gpu-<id>.lock and .intent),
+// with a bounded wait and writer preference for a job waiting for several.
+package lease
 
 import (
 	"context"
@@ -13,26 +17,27 @@ import (
 	"unicode"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
-// Lease defaults. A step holds its GPUs at most its vendor's max-minutes
-// (an hour); a job that waits longer than DefaultLeaseWait for one exits
+// Defaults. A step holds its GPUs at most its vendor's max-minutes
+// (an hour); a job that waits longer than DefaultWait for one exits
 // 75 and Buildkite gives it to another agent rather than hold a Buildkite
 // job slot on a node that is busy.
 const (
-	DefaultLeaseDir  = "/run/kbgen"
-	DefaultLeaseWait = 15 * time.Minute
-	leasePoll        = 50 * time.Millisecond
-	leaseReport      = 30 * time.Second
+	DefaultDir  = "/run/kbgen"
+	DefaultWait = 15 * time.Minute
+	leasePoll   = 50 * time.Millisecond
+	leaseReport = 30 * time.Second
 )
 
-// LeaseOptions say where the node's GPU locks live and how long a job
+// Options say where the node's GPU locks live and how long a job
 // waits for them.
-type LeaseOptions struct {
+type Options struct {
 	// Dir holds one lock file and one intent file per GPU; every agent of
-	// the node uses the same one (contract.EnvLeaseDir, DefaultLeaseDir).
+	// the node uses the same one (contract.EnvLeaseDir, DefaultDir).
 	Dir string
-	// Wait bounds the whole wait (contract.EnvLeaseWait, DefaultLeaseWait).
+	// Wait bounds the whole wait (contract.EnvLeaseWait, DefaultWait).
 	Wait time.Duration
 	// Holder is this job as waiters see it: job id, agent, pid.
 	Holder string
@@ -40,19 +45,19 @@ type LeaseOptions struct {
 	Logf func(format string, args ...any)
 }
 
-// LeaseOptionsFromEnv reads the lease settings from the agent's
+// OptionsFromEnv reads the lease settings from the agent's
 // environment; a bad KBGEN_LEASE_WAIT is a refusal (the agent is
 // misconfigured).
-func LeaseOptionsFromEnv(lookup func(string) (string, bool)) (LeaseOptions, error) {
+func OptionsFromEnv(lookup func(string) (string, bool)) (Options, error) {
 	get := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
-	o := LeaseOptions{Dir: get(contract.EnvLeaseDir), Wait: DefaultLeaseWait}
+	o := Options{Dir: get(contract.EnvLeaseDir), Wait: DefaultWait}
 	if o.Dir == "" {
-		o.Dir = DefaultLeaseDir
+		o.Dir = DefaultDir
 	}
 	if v := get(contract.EnvLeaseWait); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			return o, refusef("%s: %q is not a duration like 15m", contract.EnvLeaseWait, v)
+			return o, refusal.Refusef("%s: %q is not a duration like 15m", contract.EnvLeaseWait, v)
 		}
 		o.Wait = d
 	}
@@ -71,13 +76,13 @@ func orDash(s string) string {
 	return s
 }
 
-// LeaseBusyError is a job that waited out KBGEN_LEASE_WAIT: a refusal
+// BusyError is a job that waited out KBGEN_LEASE_WAIT: a refusal
 // (75), but the node was busy, not at fault, so it is no machine fault of
 // the agent's (RecordExit).
-type LeaseBusyError struct{ err error }
+type BusyError struct{ err error }
 
-func (e *LeaseBusyError) Error() string { return e.err.Error() }
-func (e *LeaseBusyError) Unwrap() error { return e.err }
+func (e *BusyError) Error() string { return e.err.Error() }
+func (e *BusyError) Unwrap() error { return e.err }
 
 // Lease is the node-local hold on a set of GPUs: one flock per GPU, held
 // while the container runs. The kernel drops a flock when its process
@@ -86,7 +91,7 @@ type Lease struct {
 	locks []*os.File
 }
 
-// AcquireLease takes the GPUs named by ids (Spec.GPUs) for this job.
+// Acquire takes the GPUs named by ids (the planned run's GPUs) for this job.
 //
 // Two files per GPU: "<id>.intent" and "<id>.lock". A job first takes
 // every intent, then every lock, then lets the intents go, each in one
@@ -94,8 +99,8 @@ type Lease struct {
 // intent while it waits for a lock is the writer preference: an N-GPU job
 // waiting for GPUs still busy with one-GPU jobs holds their intents, so
 // no new one-GPU job gets in before it, and it waits at most for the jobs
-// already running. Beyond o.Wait the answer is a RefusedError (exit 75).
-func AcquireLease(ctx context.Context, ids []string, o LeaseOptions) (*Lease, error) {
+// already running. Beyond o.Wait the answer is a refusal.RefusedError (exit 75).
+func Acquire(ctx context.Context, ids []string, o Options) (*Lease, error) {
 	if len(ids) == 0 {
 		return &Lease{}, nil
 	}
@@ -103,7 +108,7 @@ func AcquireLease(ctx context.Context, ids []string, o LeaseOptions) (*Lease, er
 		o.Logf = func(string, ...any) {}
 	}
 	if err := os.MkdirAll(o.Dir, 0o770); err != nil {
-		return nil, refusef("GPU lease directory: %v (kbgen node install's units create %s as the agents' RuntimeDirectory)", err, DefaultLeaseDir)
+		return nil, refusal.Refusef("GPU lease directory: %v (kbgen node install's units create %s as the agents' RuntimeDirectory)", err, DefaultDir)
 	}
 	sorted := slices.Sorted(slices.Values(ids))
 	w := &leaseWait{o: o, start: time.Now(), deadline: time.Now().Add(o.Wait)}
@@ -159,7 +164,7 @@ func closeAll(fs []*os.File) {
 
 // leaseWait is one acquisition's shared deadline and reporting.
 type leaseWait struct {
-	o        LeaseOptions
+	o        Options
 	start    time.Time
 	deadline time.Time
 	waited   bool
@@ -174,7 +179,7 @@ func (w *leaseWait) take(ctx context.Context, id, suffix string) (*os.File, erro
 	}
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o660)
 	if err != nil {
-		return nil, refusef("GPU lease: %v", err)
+		return nil, refusal.Refusef("GPU lease: %v", err)
 	}
 	var lastReport time.Time
 	for {
@@ -184,12 +189,12 @@ func (w *leaseWait) take(ctx context.Context, id, suffix string) (*os.File, erro
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			f.Close()
-			return nil, refusef("GPU lease %s: %v", name, err)
+			return nil, refusal.Refusef("GPU lease %s: %v", name, err)
 		}
 		now := time.Now()
 		if now.After(w.deadline) {
 			f.Close()
-			return nil, &LeaseBusyError{refusef("GPU %s is still held by %s after waiting %s (%s); another agent can take this job", id, w.holder(id), w.o.Wait, contract.EnvLeaseWait)}
+			return nil, &BusyError{refusal.Refusef("GPU %s is still held by %s after waiting %s (%s); another agent can take this job", id, w.holder(id), w.o.Wait, contract.EnvLeaseWait)}
 		}
 		if now.Sub(lastReport) >= leaseReport {
 			what := "in use"
@@ -243,7 +248,23 @@ func readAtMost(name string, n int) ([]byte, error) {
 // render node names (renderD128), never paths.
 func leaseFile(dir, id, suffix string) (string, error) {
 	if id == "" || strings.ContainsAny(id, "/\\\x00") || id == "." || id == ".." {
-		return "", refusef("GPU lease: %q cannot name a lock file", id)
+		return "", refusal.Refusef("GPU lease: %q cannot name a lock file", id)
 	}
 	return filepath.Join(dir, "gpu-"+id+suffix), nil
+}
+
+// Locked reports whether a flock on path is held by another open file
+// description: a GPU's lock (or intent) taken by some job. A file that
+// cannot be opened is not locked.
+func Locked(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
 }

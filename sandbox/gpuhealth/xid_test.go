@@ -1,4 +1,4 @@
-package sandbox
+package gpuhealth
 
 import (
 	"context"
@@ -6,17 +6,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/sandbox/gpuhealth/gpuhealthtest"
 )
 
 // kmsgFixture reads testdata/kmsg/name as the check reads /dev/kmsg,
 // keyed by sequence number.
-func kmsgFixture(t *testing.T, name string) map[uint64]kmsgRecord {
+func kmsgFixture(t *testing.T, name string) map[uint64]KernelRecord {
 	t.Helper()
-	recs, err := readKernelLog(filepath.Join("testdata", "kmsg", name))
+	recs, err := ReadKernelLog(filepath.Join("testdata", "kmsg", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[uint64]kmsgRecord{}
+	out := map[uint64]KernelRecord{}
 	for _, r := range recs {
 		out[r.Seq] = r
 	}
@@ -67,12 +69,12 @@ func TestHostileKernelRecords(t *testing.T) {
 				t.Fatalf("record %d does not hold %q: not the hostile case it names", tt.seq, tt.words)
 			}
 			if tt.amd {
-				if got := amdFaultsFor([]kmsgRecord{r}, amdBus); len(got) != 0 {
+				if got := amdFaultsFor([]KernelRecord{r}, amdBus); len(got) != 0 {
 					t.Errorf("counted as GPU %s's fault: %q", amdBus, r.Text)
 				}
 				return
 			}
-			if got := xidsFor([]kmsgRecord{r}, nvBus); len(got) != 0 {
+			if got := xidsFor([]KernelRecord{r}, nvBus); len(got) != 0 {
 				t.Errorf("counted as GPU %s's Xid %d: %q", nvBus, got[0].Code, r.Text)
 			}
 		})
@@ -105,7 +107,7 @@ func TestDriverKernelRecords(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rec := []kmsgRecord{{Seq: 1, Text: tt.text, Facility: kernelFacility}}
+			rec := []KernelRecord{{Seq: 1, Text: tt.text, Facility: KernelFacility}}
 			got := 0
 			if tt.amd {
 				got = len(amdFaultsFor(rec, tt.bus))
@@ -124,14 +126,14 @@ func TestDriverKernelRecords(t *testing.T) {
 // its neighbour, and resets nothing though resets are allowed.
 func TestGPUCheckHostileKernelLog(t *testing.T) {
 	t.Parallel()
-	for _, id := range []string{cleanUUID, otherUUID} {
+	for _, id := range []string{gpuhealthtest.CleanUUID, gpuhealthtest.OtherUUID} {
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
-			path := standInSMI(t, gpuRow(cleanUUID, "1", "0")+gpuRow(otherUUID, "1", "0"), "")
+			path := gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0")+gpuhealthtest.GPURow(gpuhealthtest.OtherUUID, "1", "0"), "")
 			state := t.TempDir()
 			must(t, os.WriteFile(filepath.Join(state, "gpu-"+id+".kmsg"), []byte("3000\n"), 0o644))
-			c := GPUCheck{StateDir: state, KernelLog: "testdata/kmsg/hostile-nvidia.txt", Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
-			wantRefusal(t, c.Check(context.Background(), "nvidia", []string{id}), "")
+			c := Check{StateDir: state, KernelLog: "testdata/kmsg/hostile-nvidia.txt", Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{id}), "")
 			if b, err := os.ReadFile(filepath.Join(path, "reset.log")); err == nil {
 				t.Errorf("a GPU was reset: %s", b)
 			}
@@ -154,11 +156,11 @@ func TestGPUCheckHostileKernelLogAMD(t *testing.T) {
 			state := t.TempDir()
 			must(t, os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".kmsg"), []byte("4000\n"), 0o644))
 			// Resets allowed for the GPU that must pass: none may happen.
-			path := standInSMI(t, "", "")
-			c := GPUCheck{StateDir: state, Sysfs: amdSysfs(t, nil), KernelLog: "testdata/kmsg/hostile-amdgpu.txt", Reset: tt.want == "",
+			path := gpuhealthtest.StandInSMI(t, "", "")
+			c := Check{StateDir: state, Sysfs: amdSysfs(t, nil), KernelLog: "testdata/kmsg/hostile-amdgpu.txt", Reset: tt.want == "",
 				Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
-			err := c.Check(context.Background(), "rocm", []string{tt.id})
-			wantRefusal(t, err, tt.want)
+			err := c.Run(context.Background(), "rocm", []string{tt.id})
+			gpuhealthtest.WantRefusal(t, err, tt.want)
 			if err != nil && !strings.HasSuffix(err.Error(), "clean-GPU check: "+tt.want) {
 				t.Errorf("refused for more than its own timeout: %v", err)
 			}

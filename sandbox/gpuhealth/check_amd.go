@@ -1,4 +1,4 @@
-package sandbox
+package gpuhealth
 
 import (
 	"fmt"
@@ -37,8 +37,8 @@ var amdFault = lazyre.New(`^amdgpu ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]):
 // amdFaultsFor returns the driver's fault records for the device at bus
 // (sysfs's "0000:c1:00.0"): kernel records only, in the grammar above, at
 // exactly that bus.
-func amdFaultsFor(records []kmsgRecord, bus string) []kmsgRecord {
-	var out []kmsgRecord
+func amdFaultsFor(records []KernelRecord, bus string) []KernelRecord {
+	var out []KernelRecord
 	for _, r := range records {
 		if !driverRecord(r) {
 			continue
@@ -55,7 +55,7 @@ func amdFaultsFor(records []kmsgRecord, bus string) []kmsgRecord {
 // queues, VRAM in use, uncorrectable RAS errors, gpu_busy_percent, and
 // the kernel log where it can be read. Nothing here needs root or
 // amd-smi.
-func (c GPUCheck) amdProblems(ids []string) ([]gpuProblem, error) {
+func (c Check) amdProblems(ids []string) ([]gpuProblem, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -69,7 +69,7 @@ func (c GPUCheck) amdProblems(ids []string) ([]gpuProblem, error) {
 }
 
 // amdGPU judges one render node.
-func (c GPUCheck) amdGPU(id string, queues map[string][]string, klog []kmsgRecord) []gpuProblem {
+func (c Check) amdGPU(id string, queues map[string][]string, klog []KernelRecord) []gpuProblem {
 	dev := c.sys("class", "drm", id, "device")
 	target, err := os.Readlink(dev)
 	if err != nil {
@@ -91,7 +91,7 @@ func (c GPUCheck) amdGPU(id string, queues map[string][]string, klog []kmsgRecor
 		msgs = append(msgs, problem(id, "has %d new uncorrectable memory (RAS) error(s) since the last job", n))
 	}
 	if klog != nil {
-		for _, r := range amdFaultsFor(kernelLogSince(klog, kernelLogFile(c.StateDir, id)), strings.ToLower(bus)) {
+		for _, r := range amdFaultsFor(kernelLogSince(klog, KernelLogFile(c.StateDir, id)), strings.ToLower(bus)) {
 			msgs = append(msgs, problem(id, "logged since the last job: %s", printable(r.Text)))
 		}
 	}
@@ -100,7 +100,7 @@ func (c GPUCheck) amdGPU(id string, queues map[string][]string, klog []kmsgRecor
 
 // kfdQueues maps a KFD gpu_id to the processes that have a queue on it
 // (/sys/class/kfd/kfd/proc/<pid>/queues/<qid>/gpuid).
-func (c GPUCheck) kfdQueues() map[string][]string {
+func (c Check) kfdQueues() map[string][]string {
 	out := map[string][]string{}
 	files, _ := filepath.Glob(c.sys("class", "kfd", "kfd", "proc", "*", "queues", "*", "gpuid"))
 	for _, f := range files {
@@ -119,7 +119,7 @@ func (c GPUCheck) kfdQueues() map[string][]string {
 
 // kfdGPUID finds the KFD topology node of a render node (its properties
 // say drm_render_minor N) and returns its gpu_id.
-func (c GPUCheck) kfdGPUID(id string) string {
+func (c Check) kfdGPUID(id string) string {
 	minor := strings.TrimPrefix(id, "renderD")
 	nodes, _ := filepath.Glob(c.sys("class", "kfd", "kfd", "topology", "nodes", "*"))
 	for _, n := range nodes {
@@ -149,7 +149,7 @@ func rasUE(file string) string {
 	return ""
 }
 
-func (c GPUCheck) comm(pid string) string {
+func (c Check) comm(pid string) string {
 	b, err := os.ReadFile(filepath.Join("/proc", pid, "comm"))
 	if err != nil {
 		return "?"
@@ -157,7 +157,7 @@ func (c GPUCheck) comm(pid string) string {
 	return strings.TrimSpace(string(b))
 }
 
-func (c GPUCheck) sys(elem ...string) string {
+func (c Check) sys(elem ...string) string {
 	root := c.Sysfs
 	if root == "" {
 		root = "/sys"
