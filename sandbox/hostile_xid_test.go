@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 	"github.com/gpu-mode/kbgen/sandbox/gpuhealth"
 	"github.com/gpu-mode/kbgen/sandbox/gpuhealth/gpuhealthtest"
 )
@@ -97,7 +98,7 @@ func TestHostileForgedXidCrash(t *testing.T) {
 		gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{id}), "")
 	}
 	since := newestSeq(t, klog)
-	f := ContainerWorkDir + "/" + forgedXidFile
+	f := dockerargv.ContainerWorkDir + "/" + forgedXidFile
 	script := fmt.Sprintf("printf '%s' > %q && chmod 755 %q && exec %q", octal(elf), f, f, f)
 	r := runInSandbox(t, plugincfg.GPUDocker{GPUs: 1, CPUs: 1, Memory: "64m", ShmSize: "16m", PidsLimit: 64, Network: "none"}, script)
 	if r.code != 128+4 {

@@ -13,8 +13,10 @@ import (
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/nvmlhelper"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 	"github.com/gpu-mode/kbgen/sandbox/gpuhealth"
 	"github.com/gpu-mode/kbgen/sandbox/lease"
+	"github.com/gpu-mode/kbgen/sandbox/process"
 	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/seal"
 	"github.com/gpu-mode/kbgen/signing"
@@ -32,7 +34,7 @@ type Request struct {
 	// NoGPU leaves out the GPU flags (tests; also KBGEN_SANDBOX_NO_GPU=1).
 	NoGPU bool
 	// Host is the machine; the zero value means LocalHost().
-	Host *Host
+	Host *dockerargv.Host
 	// Launcher is LauncherDocker ("" too) or LauncherProcess.
 	Launcher string
 	// User is the process launcher's "UID:GID"; "" means ContainerUser.
@@ -47,7 +49,7 @@ type Request struct {
 
 // Job is one planned container run: the argv, its stage and the payload.
 type Job struct {
-	Spec    *Spec
+	Spec    *dockerargv.Spec
 	Stage   Stage
 	Runner  string
 	payload string
@@ -93,7 +95,7 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := PlacementFromEnv(lookup)
+	pl, err := dockerargv.PlacementFromEnv(lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +106,7 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if err := CheckStepSignature(lookup, req.Command, cfg, in.encoded); err != nil {
 		return nil, err
 	}
-	name := ContainerName(in.jobID)
+	name := dockerargv.ContainerName(in.jobID)
 	base, err := filepath.Abs(StageBase(req.StageDir, lookup))
 	if err != nil {
 		return nil, fmt.Errorf("stage dir: %w", err)
@@ -114,17 +116,17 @@ func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	host := LocalHost()
+	host := dockerargv.LocalHost()
 	if req.Host != nil {
 		host = *req.Host
 	}
-	spec, err := DockerRun(cfg, pl, host, Options{
+	spec, err := dockerargv.DockerRun(cfg, pl, host, dockerargv.Options{
 		Name:         name,
 		Command:      req.Command,
 		RunnerBinary: runner,
 		NVMLHelper:   nvmlHelper(lookup, runner),
 		PayloadFile:  stage.PayloadFile,
-		Env:          ContainerEnv(lookup),
+		Env:          dockerargv.ContainerEnv(lookup),
 		NoGPU:        req.NoGPU || get(lookup, contract.EnvSandboxNoGPU) == "1",
 	})
 	if err != nil {
@@ -159,7 +161,7 @@ type jobInput struct {
 func readJobInput(lookup func(string) (string, bool), cmd []string, route func(func(string) (string, bool)) error) (jobInput, error) {
 	encoded, perr := payload.JoinEnv(lookup)
 	ranked := false
-	if IsRunnerCommand(cmd) {
+	if dockerargv.IsRunnerCommand(cmd) {
 		if perr != nil {
 			return jobInput{}, perr
 		}
@@ -340,7 +342,7 @@ func (j *Job) prepareOutDir(outDir string) error {
 	if err := os.MkdirAll(outDir, 0o700); err != nil {
 		return refusal.Refusef("results directory: %v", err)
 	}
-	return CheckPrivateDir(outDir)
+	return process.CheckPrivateDir(outDir)
 }
 
 // mergeHostNoise adds the host section to the vouched noise.json (the

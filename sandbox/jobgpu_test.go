@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
 	"github.com/gpu-mode/kbgen/sandbox/gpuhealth/gpuhealthtest"
 	"github.com/gpu-mode/kbgen/sandbox/lease"
 )
@@ -21,7 +22,7 @@ func TestJobRunRefusesADirtyGPU(t *testing.T) {
 	env := jobEnv(t)
 	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
 	env["PATH"] = gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0"), gpuhealthtest.CleanUUID+", 999, miner, 60000\n")
-	host := fakeHost(t, nil)
+	host := dockerargvtest.FakeHost(t, nil)
 	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func TestJobRunRemovesStaleBeforeCheck(t *testing.T) {
 	env["PATH"] = smi
 	touch(t, dir, "containers", "kbgen-leftover\t"+gpuhealthtest.CleanUUID+"\n")
 	touch(t, dir, "on-rm", ": >"+filepath.Join(smi, "apps.csv")+"\n")
-	host := fakeHost(t, nil)
+	host := dockerargvtest.FakeHost(t, nil)
 	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 	if err != nil {
 		t.Fatal(err)

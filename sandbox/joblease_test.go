@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
 	"github.com/gpu-mode/kbgen/sandbox/lease"
 	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
@@ -29,7 +30,7 @@ func TestJobRunHoldsTheLease(t *testing.T) {
 	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
 	env[contract.EnvLeaseWait] = "300ms"
 	env[contract.EnvAgentName] = "node1-gpu3"
-	host := fakeHost(t, nil)
+	host := dockerargvtest.FakeHost(t, nil)
 	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 	if err != nil {
 		t.Fatal(err)

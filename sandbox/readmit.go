@@ -2,10 +2,10 @@ package sandbox
 
 import (
 	"context"
-	"path"
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 	"github.com/gpu-mode/kbgen/sandbox/gpuhealth"
 	"github.com/gpu-mode/kbgen/sandbox/lease"
 	"github.com/gpu-mode/kbgen/sandbox/refusal"
@@ -51,7 +51,7 @@ type Readmission struct {
 // systemd tries again after RestartSec.
 // logf reports the lease wait, a skipped check and a reset.
 func Readmit(ctx context.Context, lookup func(string) (string, bool), ifOut bool, logf func(string, ...any)) (Readmission, error) {
-	rt, ids := placementGPUs(lookup)
+	rt, ids := dockerargv.GPUsFromEnv(lookup)
 	if len(ids) == 0 {
 		return Readmission{}, refusal.Refusef("this agent has no GPU placement: %s or %s is not set (its agent.env, written by kbgen node install)", contract.EnvGPUUUID, contract.EnvGPURenderNode)
 	}
@@ -76,17 +76,4 @@ func Readmit(ctx context.Context, lookup func(string) (string, bool), ifOut bool
 	gpuhealth.ClearFaults(o.Dir, ids)
 	r.Checked = true
 	return r, nil
-}
-
-// placementGPUs are the agent's GPUs as the lease and the check name
-// them: NVIDIA UUIDs, or AMD render nodes by name (renderD128).
-func placementGPUs(lookup func(string) (string, bool)) (string, []string) {
-	if ids := splitList(get(lookup, contract.EnvGPUUUID)); len(ids) > 0 {
-		return string(contract.RuntimeNVIDIA), ids
-	}
-	var ids []string
-	for _, n := range splitList(get(lookup, contract.EnvGPURenderNode)) {
-		ids = append(ids, path.Base(n))
-	}
-	return string(contract.RuntimeROCm), ids
 }

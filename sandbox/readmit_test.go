@@ -10,6 +10,8 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
 	"github.com/gpu-mode/kbgen/sandbox/gpuhealth"
 	"github.com/gpu-mode/kbgen/sandbox/gpuhealth/gpuhealthtest"
 	"github.com/gpu-mode/kbgen/sandbox/lease"
@@ -21,7 +23,7 @@ import (
 func TestRecordExit(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	j := &Job{Spec: &Spec{GPUs: []string{gpuhealthtest.CleanUUID}}, lease: lease.Options{Dir: dir}}
+	j := &Job{Spec: &dockerargv.Spec{GPUs: []string{gpuhealthtest.CleanUUID}}, lease: lease.Options{Dir: dir}}
 	steps := []struct {
 		code   int
 		faults int
@@ -36,7 +38,7 @@ func TestRecordExit(t *testing.T) {
 			t.Errorf("note %q", note)
 		}
 	}
-	none := &Job{Spec: &Spec{}, lease: lease.Options{Dir: dir}}
+	none := &Job{Spec: &dockerargv.Spec{}, lease: lease.Options{Dir: dir}}
 	if none.RecordExit(75) != "" {
 		t.Error("a job without GPUs counted")
 	}
@@ -104,7 +106,7 @@ func TestLeaseTimeoutIsNoFault(t *testing.T) {
 	env := jobEnv(t)
 	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
 	env[contract.EnvLeaseWait] = "100ms"
-	host := fakeHost(t, nil)
+	host := dockerargvtest.FakeHost(t, nil)
 	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 	if err != nil {
 		t.Fatal(err)

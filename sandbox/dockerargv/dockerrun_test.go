@@ -1,16 +1,15 @@
-package sandbox
+package dockerargv_test
 
 import (
 	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
 	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
@@ -18,81 +17,28 @@ func testConfig(runtime contract.Runtime) plugincfg.GPUDocker {
 	return plugincfg.GPUDocker{Image: "kbgen-runner:test", Runtime: runtime, GPUs: 1, CPUs: 12, Memory: "200g", ShmSize: "32g", PidsLimit: 4096, Network: "none"}
 }
 
-func testOptions() Options {
-	return Options{
-		Name:         ContainerName("job-1"),
+func testOptions() dockerargv.Options {
+	return dockerargv.Options{
+		Name:         dockerargv.ContainerName("job-1"),
 		Command:      []string{"kbgen", "run"},
 		RunnerBinary: "/usr/local/bin/kbgen",
 		PayloadFile:  "/tmp/kbgen-job-1/payload",
-		Env:          ContainerEnv(lookup(map[string]string{"KERNELBOT_RUN_ID": "run-7", "BUILDKITE_AGENT_ACCESS_TOKEN": "secret-token", "KERNELBOT_PAYLOAD": "eJx-secret-payload"})),
+		Env:          dockerargv.ContainerEnv(contract.MapLookup(map[string]string{"KERNELBOT_RUN_ID": "run-7", "BUILDKITE_AGENT_ACCESS_TOKEN": "secret-token", "KERNELBOT_PAYLOAD": "eJx-secret-payload"})),
 	}
 }
 
-// fakeDevices is a host whose /dev/kfd and render nodes exist (video 44,
-// render 110) and whose CPUs n and n+112 are SMT siblings.
-func fakeHost(t testing.TB, devices map[string]Device) Host {
-	return Host{
-		SysfsRoot: fakeSysfs(t, smtPairs(112)...),
-		KFD:       "/dev/kfd",
-		Stat: func(p string) (Device, error) {
-			if d, ok := devices[p]; ok {
-				return d, nil
-			}
-			return Device{}, &fs.PathError{Op: "stat", Path: p, Err: fs.ErrNotExist}
-		},
-		Glob: func(pattern string) ([]string, error) {
-			var paths []string
-			for p := range devices {
-				if ok, _ := filepath.Match(pattern, p); ok {
-					paths = append(paths, p)
-				}
-			}
-			slices.Sort(paths)
-			return paths, nil
-		},
-	}
-}
-
-var amdDevices = map[string]Device{
-	"/dev/kfd":            {CharDevice: true, GID: 110},
-	"/dev/dri/renderD168": {CharDevice: true, GID: 110},
-	"/dev/dri/renderD128": {CharDevice: true, GID: 44},
-	"/dev/dri/renderD200": {CharDevice: false, GID: 110},
-}
-
-func rocmPlacementEnv() map[string]string {
-	env := nvidiaPlacementEnv()
-	delete(env, contract.EnvGPUUUID)
-	env[contract.EnvGPURenderNode] = "/dev/dri/renderD168"
-	env[contract.EnvGPUIndex] = "5"
-	env[contract.EnvCPUSet] = "60-71,172-183"
-	env[contract.EnvMems] = "1"
-	return env
-}
-
-func mustPlacement(t *testing.T, env map[string]string) Placement {
+func mustPlacement(t *testing.T, env map[string]string) dockerargv.Placement {
 	t.Helper()
-	p, err := PlacementFromEnv(lookup(env))
+	p, err := dockerargv.PlacementFromEnv(contract.MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-// flag returns the values of every occurrence of name in the spec.
-func flagValues(s *Spec, name string) []string {
-	var vals []string
-	for _, l := range s.Lines {
-		if l[0] == name && len(l) == 2 {
-			vals = append(vals, l[1])
-		}
-	}
-	return vals
-}
-
 func TestPlanNVIDIA(t *testing.T) {
 	t.Parallel()
-	s, err := DockerRun(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), testOptions())
+	s, err := dockerargv.DockerRun(testConfig("nvidia"), mustPlacement(t, dockerargvtest.NVIDIAPlacementEnv()), dockerargvtest.FakeHost(t, nil), testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,13 +52,13 @@ func TestPlanNVIDIA(t *testing.T) {
 		"--network":      {"none"},
 		"--cap-drop":     {"ALL"},
 		"--security-opt": {"no-new-privileges"},
-		"--user":         {ContainerUser},
+		"--user":         {dockerargv.ContainerUser},
 		"--name":         {"kbgen-job-1"},
 		"--device":       nil,
 		"--env":          {"HOME=/tmp", "TMPDIR=/tmp", "KBGEN_SANDBOX=1", "KERNELBOT_RUN_ID=run-7", "KBGEN_REQUIRE_GPU=1", "KBGEN_GPU_COUNT=1"},
 	}
 	for name, vals := range want {
-		if got := flagValues(s, name); !slices.Equal(got, vals) {
+		if got := dockerargvtest.FlagValues(s, name); !slices.Equal(got, vals) {
 			t.Errorf("%s = %q, want %q", name, got, vals)
 		}
 	}
@@ -147,17 +93,17 @@ func TestPlanNVIDIA(t *testing.T) {
 
 func TestPlanROCm(t *testing.T) {
 	t.Parallel()
-	s, err := DockerRun(testConfig("rocm"), mustPlacement(t, rocmPlacementEnv()), fakeHost(t, amdDevices), testOptions())
+	s, err := dockerargv.DockerRun(testConfig("rocm"), mustPlacement(t, dockerargvtest.ROCmPlacementEnv()), dockerargvtest.FakeHost(t, dockerargvtest.AMDDevices), testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := flagValues(s, "--device"); !slices.Equal(got, []string{"/dev/kfd", "/dev/dri/renderD168"}) {
+	if got := dockerargvtest.FlagValues(s, "--device"); !slices.Equal(got, []string{"/dev/kfd", "/dev/dri/renderD168"}) {
 		t.Errorf("--device = %q, want /dev/kfd and exactly one render node", got)
 	}
-	if got := flagValues(s, "--group-add"); !slices.Equal(got, []string{"110"}) {
+	if got := dockerargvtest.FlagValues(s, "--group-add"); !slices.Equal(got, []string{"110"}) {
 		t.Errorf("--group-add = %q", got)
 	}
-	if got := flagValues(s, "--gpus"); got != nil {
+	if got := dockerargvtest.FlagValues(s, "--gpus"); got != nil {
 		t.Errorf("--gpus on ROCm: %q", got)
 	}
 }
@@ -167,16 +113,16 @@ func TestPlanNoGPU(t *testing.T) {
 	opts := testOptions()
 	opts.NoGPU = true
 	for _, rt := range []contract.Runtime{contract.RuntimeNVIDIA, contract.RuntimeROCm} {
-		env := nvidiaPlacementEnv()
+		env := dockerargvtest.NVIDIAPlacementEnv()
 		if rt == contract.RuntimeROCm {
-			env = rocmPlacementEnv()
+			env = dockerargvtest.ROCmPlacementEnv()
 		}
-		s, err := DockerRun(testConfig(rt), mustPlacement(t, env), fakeHost(t, amdDevices), opts)
+		s, err := dockerargv.DockerRun(testConfig(rt), mustPlacement(t, env), dockerargvtest.FakeHost(t, dockerargvtest.AMDDevices), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range []string{"--gpus", "--device", "--group-add"} {
-			if v := flagValues(s, f); v != nil {
+			if v := dockerargvtest.FlagValues(s, f); v != nil {
 				t.Errorf("%s: NoGPU still has %s %q", rt, f, v)
 			}
 		}
@@ -187,19 +133,19 @@ func TestPlanNoGPU(t *testing.T) {
 // --no-gpu) needs no GPU placement; with the GPU, a missing one is refused.
 func TestPlanNoGPUNeedsNoGPUPlacement(t *testing.T) {
 	t.Parallel()
-	env := nvidiaPlacementEnv()
+	env := dockerargvtest.NVIDIAPlacementEnv()
 	delete(env, contract.EnvGPUUUID)
 	pl := mustPlacement(t, env)
 	opts := testOptions()
-	if _, err := DockerRun(testConfig(contract.RuntimeNVIDIA), pl, fakeHost(t, amdDevices), opts); !refusal.IsRefused(err) {
+	if _, err := dockerargv.DockerRun(testConfig(contract.RuntimeNVIDIA), pl, dockerargvtest.FakeHost(t, dockerargvtest.AMDDevices), opts); !refusal.IsRefused(err) {
 		t.Fatalf("with the GPU and no KERNELBOT_GPU_UUID: %v, want a refusal", err)
 	}
 	opts.NoGPU = true
-	s, err := DockerRun(testConfig(contract.RuntimeNVIDIA), pl, fakeHost(t, amdDevices), opts)
+	s, err := dockerargv.DockerRun(testConfig(contract.RuntimeNVIDIA), pl, dockerargvtest.FakeHost(t, dockerargvtest.AMDDevices), opts)
 	if err != nil {
 		t.Fatalf("NoGPU with no GPU placement: %v", err)
 	}
-	if v := flagValues(s, "--gpus"); v != nil {
+	if v := dockerargvtest.FlagValues(s, "--gpus"); v != nil {
 		t.Errorf("NoGPU still has --gpus %q", v)
 	}
 }
@@ -207,11 +153,11 @@ func TestPlanNoGPUNeedsNoGPUPlacement(t *testing.T) {
 func TestPlanDefaults(t *testing.T) {
 	t.Parallel()
 	cfg := plugincfg.GPUDocker{Image: "img", Runtime: "nvidia"}
-	env := nvidiaPlacementEnv()
+	env := dockerargvtest.NVIDIAPlacementEnv()
 	delete(env, contract.EnvPidsMax)
 	delete(env, contract.EnvShmMax)
 	env[contract.EnvMemory] = "4g"
-	s, err := DockerRun(cfg, mustPlacement(t, env), fakeHost(t, nil), testOptions())
+	s, err := dockerargv.DockerRun(cfg, mustPlacement(t, env), dockerargvtest.FakeHost(t, nil), testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +166,7 @@ func TestPlanDefaults(t *testing.T) {
 		"--memory":      "4g",            // the agent's memory
 		"--pids-limit":  "4096",
 	} {
-		if got := flagValues(s, name); len(got) != 1 || got[0] != want {
+		if got := dockerargvtest.FlagValues(s, name); len(got) != 1 || got[0] != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
@@ -244,11 +190,11 @@ func TestPlanSizes(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig(contract.RuntimeNVIDIA)
 			cfg.Memory, cfg.ShmSize = tt.memory, tt.shm
-			s, err := DockerRun(cfg, mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), testOptions())
+			s, err := dockerargv.DockerRun(cfg, mustPlacement(t, dockerargvtest.NVIDIAPlacementEnv()), dockerargvtest.FakeHost(t, nil), testOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m, shm := flagValues(s, "--memory"), s.ShmSize(); len(m) != 1 || m[0] != tt.wantMemory || shm != tt.wantShm {
+			if m, shm := dockerargvtest.FlagValues(s, "--memory"), s.ShmSize(); len(m) != 1 || m[0] != tt.wantMemory || shm != tt.wantShm {
 				t.Errorf("--memory %q, --shm-size %q; want %s, %s", m, shm, tt.wantMemory, tt.wantShm)
 			}
 		})
@@ -262,7 +208,7 @@ func TestPlanRefuses(t *testing.T) {
 		runtime contract.Runtime
 		cfg     func(*plugincfg.GPUDocker)
 		env     func(map[string]string)
-		opts    func(*Options)
+		opts    func(*dockerargv.Options)
 		refused bool // refusal.RefusedError (exit 75) rather than refusal.ConfigError (exit 2)
 		want    string
 	}{
@@ -280,15 +226,15 @@ func TestPlanRefuses(t *testing.T) {
 		{"render node missing", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/renderD130" }, nil, true, "/dev/dri/renderD130 is not there"},
 		{"render node not a device", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/renderD200" }, nil, true, "not a character device"},
 		{"render node path", "rocm", nil, func(e map[string]string) { e[contract.EnvGPURenderNode] = "/dev/dri/card0" }, nil, true, "not a render node"},
-		{"comma in host path", "nvidia", nil, nil, func(o *Options) { o.PayloadFile = "/tmp/a,readonly=false" }, true, "comma"},
+		{"comma in host path", "nvidia", nil, nil, func(o *dockerargv.Options) { o.PayloadFile = "/tmp/a,readonly=false" }, true, "comma"},
 		{"no image", "nvidia", func(c *plugincfg.GPUDocker) { c.Image = "" }, nil, nil, false, "image: missing"},
 		{"image like a flag", "nvidia", func(c *plugincfg.GPUDocker) { c.Image = "--privileged" }, nil, nil, false, "not an image reference"},
 		{"unknown runtime", "cuda", nil, nil, nil, false, `"cuda" is not a GPU runtime`},
 		{"no runtime", "", nil, nil, nil, false, "runtime: missing"},
 		{"bad memory", "nvidia", func(c *plugincfg.GPUDocker) { c.Memory = "lots" }, nil, nil, false, "memory"},
-		{"no command", "nvidia", nil, nil, func(o *Options) { o.Command = nil }, false, "no command"},
+		{"no command", "nvidia", nil, nil, func(o *dockerargv.Options) { o.Command = nil }, false, "no command"},
 	}
-	host := fakeHost(t, amdDevices)
+	host := dockerargvtest.FakeHost(t, dockerargvtest.AMDDevices)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -296,9 +242,9 @@ func TestPlanRefuses(t *testing.T) {
 			if tt.cfg != nil {
 				tt.cfg(&cfg)
 			}
-			env := nvidiaPlacementEnv()
+			env := dockerargvtest.NVIDIAPlacementEnv()
 			if tt.runtime == "rocm" {
-				env = rocmPlacementEnv()
+				env = dockerargvtest.ROCmPlacementEnv()
 			}
 			if tt.env != nil {
 				tt.env(env)
@@ -307,7 +253,7 @@ func TestPlanRefuses(t *testing.T) {
 			if tt.opts != nil {
 				tt.opts(&opts)
 			}
-			s, err := DockerRun(cfg, mustPlacement(t, env), host, opts)
+			s, err := dockerargv.DockerRun(cfg, mustPlacement(t, env), host, opts)
 			if err == nil {
 				t.Fatalf("planned:\n%s", s)
 			}
@@ -321,13 +267,13 @@ func TestPlanRefuses(t *testing.T) {
 func TestRunnerCommand(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ in, want []string }{
-		{[]string{"kbgen", "run"}, []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload", "--sealed"}},
-		{[]string{"kbgen", "run", "--verbose"}, []string{ContainerRunner, "run", "--payload-file", ContainerPayload, "--out", ContainerResult, "--no-upload", "--sealed", "--verbose"}},
+		{[]string{"kbgen", "run"}, []string{dockerargv.ContainerRunner, "run", "--payload-file", dockerargv.ContainerPayload, "--out", dockerargv.ContainerResult, "--no-upload", "--sealed"}},
+		{[]string{"kbgen", "run", "--verbose"}, []string{dockerargv.ContainerRunner, "run", "--payload-file", dockerargv.ContainerPayload, "--out", dockerargv.ContainerResult, "--no-upload", "--sealed", "--verbose"}},
 		{[]string{"kbgen", "version"}, []string{"kbgen", "version"}},
 		{[]string{"sh", "-c", "echo kbgen run"}, []string{"sh", "-c", "echo kbgen run"}},
 	}
 	for _, tt := range tests {
-		if got := RunnerCommand(tt.in); !slices.Equal(got, tt.want) {
+		if got := dockerargv.RunnerCommand(tt.in); !slices.Equal(got, tt.want) {
 			t.Errorf("RunnerCommand(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
@@ -338,7 +284,7 @@ func TestRunnerCommand(t *testing.T) {
 	}{{[]string{"kbgen", "run"}, true}, {[]string{"sh", "-c", "kbgen run"}, false}} {
 		opts := testOptions()
 		opts.Command = tt.cmd
-		s, err := DockerRun(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), opts)
+		s, err := dockerargv.DockerRun(testConfig("nvidia"), mustPlacement(t, dockerargvtest.NVIDIAPlacementEnv()), dockerargvtest.FakeHost(t, nil), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +304,7 @@ func TestContainerEnvIsAnAllowList(t *testing.T) {
 		"PATH":                         "/host/bin",
 		"CUDA_VISIBLE_DEVICES":         "3",
 	}
-	got := ContainerEnv(lookup(host))
+	got := dockerargv.ContainerEnv(contract.MapLookup(host))
 	want := []string{"HOME=/tmp", "TMPDIR=/tmp", "KBGEN_SANDBOX=1", "KERNELBOT_RUN_ID=run-1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("ContainerEnv = %q, want %q", got, want)
@@ -367,23 +313,23 @@ func TestContainerEnvIsAnAllowList(t *testing.T) {
 	// as a number.
 	host["KBGEN_NOISE_POLICY"] = "max_steal_percent=5,max_foreign_percent=1,retry=true"
 	host["BUILDKITE_RETRY_COUNT"] = "1"
-	got = ContainerEnv(lookup(host))
+	got = dockerargv.ContainerEnv(contract.MapLookup(host))
 	want = append(want, "KBGEN_NOISE_POLICY=max_steal_percent=5,max_foreign_percent=1,retry=true", "KBGEN_RETRY_COUNT=1")
 	if !slices.Equal(got, want) {
 		t.Errorf("ContainerEnv = %q, want %q", got, want)
 	}
 	host["BUILDKITE_RETRY_COUNT"] = "1; rm -rf /"
-	if got := ContainerEnv(lookup(host)); slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "KBGEN_RETRY_COUNT=") }) {
+	if got := dockerargv.ContainerEnv(contract.MapLookup(host)); slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "KBGEN_RETRY_COUNT=") }) {
 		t.Errorf("a retry count that is not a number got in: %q", got)
 	}
 }
 
 func TestContainerName(t *testing.T) {
 	t.Parallel()
-	if got := ContainerName("0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b"); got != "kbgen-0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b" {
+	if got := dockerargv.ContainerName("0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b"); got != "kbgen-0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b" {
 		t.Errorf("ContainerName = %q", got)
 	}
-	if got := ContainerName("a b/c;d"); got != "kbgen-a_b_c_d" {
+	if got := dockerargv.ContainerName("a b/c;d"); got != "kbgen-a_b_c_d" {
 		t.Errorf("ContainerName = %q", got)
 	}
 }
@@ -404,11 +350,11 @@ func TestPlanRequiresGPUOnlyWithGPUFlags(t *testing.T) {
 	for _, noGPU := range []bool{false, true} {
 		opts := testOptions()
 		opts.NoGPU = noGPU
-		s, err := DockerRun(testConfig("nvidia"), mustPlacement(t, nvidiaPlacementEnv()), fakeHost(t, nil), opts)
+		s, err := dockerargv.DockerRun(testConfig("nvidia"), mustPlacement(t, dockerargvtest.NVIDIAPlacementEnv()), dockerargvtest.FakeHost(t, nil), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		has := slices.Contains(flagValues(s, "--env"), "KBGEN_REQUIRE_GPU=1")
+		has := slices.Contains(dockerargvtest.FlagValues(s, "--env"), "KBGEN_REQUIRE_GPU=1")
 		if has == noGPU {
 			t.Errorf("NoGPU=%v: KBGEN_REQUIRE_GPU=1 present=%v", noGPU, has)
 		}
@@ -422,57 +368,25 @@ func TestPlanNVMLHelper(t *testing.T) {
 		name    string
 		runtime contract.Runtime
 		env     map[string]string
-		devices map[string]Device
+		devices map[string]dockerargv.Device
 		noGPU   bool
 		mounted bool
 	}{
-		{"NVIDIA", "nvidia", nvidiaPlacementEnv(), nil, false, true},
-		{"ROCm: no NVML", "rocm", rocmPlacementEnv(), amdDevices, false, false},
-		{"no GPU", "nvidia", nvidiaPlacementEnv(), nil, true, false},
+		{"NVIDIA", "nvidia", dockerargvtest.NVIDIAPlacementEnv(), nil, false, true},
+		{"ROCm: no NVML", "rocm", dockerargvtest.ROCmPlacementEnv(), dockerargvtest.AMDDevices, false, false},
+		{"no GPU", "nvidia", dockerargvtest.NVIDIAPlacementEnv(), nil, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			opts := testOptions()
 			opts.NVMLHelper, opts.NoGPU = "/opt/kbgen/kbgen-nvml", tc.noGPU
-			s, err := DockerRun(testConfig(tc.runtime), mustPlacement(t, tc.env), fakeHost(t, tc.devices), opts)
+			s, err := dockerargv.DockerRun(testConfig(tc.runtime), mustPlacement(t, tc.env), dockerargvtest.FakeHost(t, tc.devices), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := slices.Contains(flagValues(s, "--mount"), mount); got != tc.mounted {
+			if got := slices.Contains(dockerargvtest.FlagValues(s, "--mount"), mount); got != tc.mounted {
 				t.Errorf("helper mounted = %v, want %v:\n%s", got, tc.mounted, s)
-			}
-		})
-	}
-}
-
-// The helper mounted is only ever the one beside the runner: the job's
-// env may turn it off, never point it at another host file.
-func TestNVMLHelperBesideTheRunner(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	runner := filepath.Join(dir, "kbgen")
-	if err := os.WriteFile(filepath.Join(dir, "kbgen-nvml"), []byte("\x7fELF"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bare := filepath.Join(t.TempDir(), "kbgen")
-	tests := []struct {
-		name   string
-		env    map[string]string
-		runner string
-		want   string
-	}{
-		{"beside the runner", nil, runner, filepath.Join(dir, "kbgen-nvml")},
-		{"none beside the runner", nil, bare, ""},
-		{"the job names another file", map[string]string{contract.EnvNVMLHelper: "/etc/shadow"}, bare, ""},
-		{"the job names another file, a helper beside", map[string]string{contract.EnvNVMLHelper: "/etc/shadow"}, runner, filepath.Join(dir, "kbgen-nvml")},
-		{"the job turns it off", map[string]string{contract.EnvNVMLHelper: "off"}, runner, ""},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			if got := nvmlHelper(lookup(tc.env), tc.runner); got != tc.want {
-				t.Errorf("nvmlHelper = %q, want %q", got, tc.want)
 			}
 		})
 	}

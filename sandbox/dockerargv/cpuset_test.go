@@ -1,4 +1,4 @@
-package sandbox
+package dockerargv_test
 
 import (
 	"os"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/cpulist"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
 )
 
 func TestParseCPUSet(t *testing.T) {
@@ -22,14 +24,14 @@ func TestParseCPUSet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got, err := parseCPUSet(tt.in); err != nil || !slices.Equal(got, tt.want) {
+			if got, err := dockerargv.ParseCPUSet(tt.in); err != nil || !slices.Equal(got, tt.want) {
 				t.Errorf("parseCPUSet(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
 			}
 		})
 	}
 	// A sysfs cpulist may be empty; a placement may not.
 	for _, bad := range []string{"", "\n", "a", "3-1", "0-99999999"} {
-		if got, err := parseCPUSet(bad); err == nil {
+		if got, err := dockerargv.ParseCPUSet(bad); err == nil {
 			t.Errorf("parseCPUSet(%q) = %v, want an error", bad, got)
 		}
 	}
@@ -38,7 +40,7 @@ func TestParseCPUSet(t *testing.T) {
 func TestPickKeepsSMTSiblingsTogether(t *testing.T) {
 	t.Parallel()
 	// 8 cores, CPU n and n+8 are siblings (as Linux numbers them on x86).
-	sys := os.DirFS(fakeSysfs(t, smtPairs(8)...))
+	sys := os.DirFS(dockerargvtest.FakeSysfs(t, dockerargvtest.SMTPairs(8)...))
 	tests := []struct {
 		name  string
 		agent string
@@ -56,22 +58,22 @@ func TestPickKeepsSMTSiblingsTogether(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			agent, _ := parseCPUSet(tt.agent)
-			got, err := pickCPUs(agent, tt.n, sys)
+			agent, _ := dockerargv.ParseCPUSet(tt.agent)
+			got, err := dockerargv.PickCPUs(agent, tt.n, sys)
 			if err != nil || got.String() != tt.want {
 				t.Errorf("pickCPUs(%s, %d) = %q, %v; want %q", tt.agent, tt.n, got, err, tt.want)
 			}
 		})
 	}
-	agent, _ := parseCPUSet("2-5,10-13")
-	if got, err := pickCPUs(agent, 9, sys); err == nil {
+	agent, _ := dockerargv.ParseCPUSet("2-5,10-13")
+	if got, err := dockerargv.PickCPUs(agent, 9, sys); err == nil {
 		t.Errorf("pickCPUs(9) of 8 CPUs = %s, want an error", got)
 	}
 }
 
 func TestPickWithoutSysfs(t *testing.T) {
 	t.Parallel()
-	agent, _ := parseCPUSet("2-5,10-13")
+	agent, _ := dockerargv.ParseCPUSet("2-5,10-13")
 	tests := []struct {
 		name string
 		root string
@@ -82,7 +84,7 @@ func TestPickWithoutSysfs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := pickCPUs(agent, 3, os.DirFS(tt.root))
+			got, err := dockerargv.PickCPUs(agent, 3, os.DirFS(tt.root))
 			if err != nil || got.String() != "2-4" {
 				t.Errorf("pickCPUs without topology = %q, %v; want plain order 2-4", got, err)
 			}

@@ -1,10 +1,11 @@
-package sandbox
+package process
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,12 +18,31 @@ import (
 	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
+// IO is what the step is connected to: its stdin (the key), stdout (the
+// envelope) and stderr (the inert job log), the signals to forward, the
+// grace period after the first, and where the launcher's own notes go.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Signals        <-chan os.Signal
+	// StopTimeout is the grace period between SIGTERM and SIGKILL.
+	StopTimeout time.Duration
+	// Logf receives the launcher's notes; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+func (l IO) logf(format string, args ...any) {
+	if l.Logf != nil {
+		l.Logf(format, args...)
+	}
+}
+
 // processWaitDelay bounds how long the launcher waits for the step's
 // output pipes after the step exited: a process it left behind may hold
 // them, and is killed next.
 const processWaitDelay = time.Second
 
-// runProcess is the process launcher: the step (`kbgen run --sealed`) as
+// Run is the process launcher: the step (`kbgen run --sealed`) as
 // p.UID, started by a root sandbox holding only CAP_SETUID, CAP_SETGID and
 // CAP_KILL. The step gets: fresh pipes for stdin (the key), stdout (the
 // envelope) and stderr (the inert job log), and no other descriptor; its
@@ -34,14 +54,14 @@ const processWaitDelay = time.Second
 // in this PID namespace is killed, so nothing of the submission outlives
 // it to race the publish. The exit code is docker run's shape: 128+n for
 // signal n.
-func (l *Launcher) runProcess(ctx context.Context, p *ProcessSpec) (int, error) {
+func Run(ctx context.Context, p *Spec, l IO) (int, error) {
 	if os.Geteuid() != 0 {
 		return 0, refusal.Refusef("the process launcher starts the step as uid %d and so runs as root (with CAP_SETUID, CAP_SETGID and CAP_KILL); it runs as uid %d", p.UID, os.Geteuid())
 	}
 	if p.UID == 0 || p.GID == 0 {
 		return 0, refusal.Refusef("the process launcher never runs the step as root's uid or gid")
 	}
-	if err := protectDirs(p.Protect); err != nil {
+	if err := ProtectDirs(p.Protect); err != nil {
 		return 0, err
 	}
 	if err := stickDirs(p.Sticky); err != nil {
@@ -70,7 +90,7 @@ func (l *Launcher) runProcess(ctx context.Context, p *ProcessSpec) (int, error) 
 	if err := <-started; err != nil {
 		return 0, refusal.Refusef("starting %s as uid %d: %v", p.Argv[0], p.UID, err)
 	}
-	code, err := l.superviseProcess(ctx, cmd, done)
+	code, err := supervise(ctx, cmd, done, l)
 	if n := killUser("/proc", p.UID); n > 0 {
 		l.logf("kbgen sandbox: killed %d process(es) of uid %d left behind by the step", n, p.UID)
 	}
@@ -100,11 +120,11 @@ func startNoNewPrivs(cmd *exec.Cmd, started, done chan<- error) {
 // prSetNoNewPrivs is PR_SET_NO_NEW_PRIVS from <linux/prctl.h>.
 const prSetNoNewPrivs = 38
 
-// superviseProcess waits for the step, forwarding signals as the docker
+// supervise waits for the step, forwarding signals as the docker
 // launcher does: the first SIGTERMs its process group (the runner then
 // seals a cancelled result) and SIGKILLs it after StopTimeout, a second
 // kills it at once, as does ctx ending.
-func (l *Launcher) superviseProcess(ctx context.Context, cmd *exec.Cmd, done <-chan error) (int, error) {
+func supervise(ctx context.Context, cmd *exec.Cmd, done <-chan error, l IO) (int, error) {
 	pgid := cmd.Process.Pid // Setsid: the step leads its own group
 	var grace <-chan time.Time
 	ctxDone := ctx.Done()
@@ -117,7 +137,7 @@ func (l *Launcher) superviseProcess(ctx context.Context, cmd *exec.Cmd, done <-c
 			ctxDone = nil
 			kill()
 		case <-grace:
-			l.logf("kbgen sandbox: the step did not stop within %v: killing it", l.stopTimeout())
+			l.logf("kbgen sandbox: the step did not stop within %v: killing it", l.StopTimeout)
 			kill()
 		case sig := <-l.Signals:
 			if stopped {
@@ -128,16 +148,9 @@ func (l *Launcher) superviseProcess(ctx context.Context, cmd *exec.Cmd, done <-c
 			stopped = true
 			l.logf("kbgen sandbox: %v: stopping the step (pid %d)", sig, pgid)
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			grace = time.After(l.stopTimeout())
+			grace = time.After(l.StopTimeout)
 		}
 	}
-}
-
-func (l *Launcher) stopTimeout() time.Duration {
-	if l.StopTimeout <= 0 {
-		return DefaultStopTimeout
-	}
-	return l.StopTimeout
 }
 
 // processExit is the step's exit code; a pipe still held by a process it
@@ -156,11 +169,11 @@ func processExit(cmd *exec.Cmd, err error) (int, error) {
 	return cmd.ProcessState.ExitCode(), nil
 }
 
-// protectDirs makes each existing directory root's alone (0700), so a
+// ProtectDirs makes each existing directory root's alone (0700), so a
 // process of another uid can neither reach nor change what is in it.
 // It must be root's already: one the step's user owns it could chmod
 // back (agent-stack-k8s chowns /workspace to a pod-level runAsUser).
-func protectDirs(dirs []string) error {
+func ProtectDirs(dirs []string) error {
 	for _, d := range dirs {
 		fi, err := os.Lstat(d)
 		if errors.Is(err, os.ErrNotExist) {
@@ -237,7 +250,7 @@ func CheckPrivateDir(dir string) error {
 func killUser(procRoot string, uid int) int {
 	killed := 0
 	for round := 0; round < 100; round++ {
-		pids := processesOf(procRoot, uid)
+		pids := Processes(procRoot, uid)
 		if len(pids) == 0 {
 			return killed
 		}
@@ -251,8 +264,8 @@ func killUser(procRoot string, uid int) int {
 	return killed
 }
 
-// processesOf lists the live (not zombie) processes of real uid uid.
-func processesOf(procRoot string, uid int) []int {
+// Processes lists the live (not zombie) processes of real uid uid.
+func Processes(procRoot string, uid int) []int {
 	ents, _ := os.ReadDir(procRoot)
 	var pids []int
 	for _, e := range ents {

@@ -1,4 +1,4 @@
-package sandbox
+package dockerargv
 
 import (
 	"path"

@@ -1,4 +1,4 @@
-package sandbox
+package dockerargv_test
 
 import (
 	"slices"
@@ -6,24 +6,14 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
 	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
-func nvidiaPlacementEnv() map[string]string {
-	return map[string]string{
-		contract.EnvGPUIndex: "3",
-		contract.EnvGPUUUID:  "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
-		contract.EnvCPUSet:   "36-47,148-159",
-		contract.EnvMems:     "0",
-		contract.EnvMemory:   "220g",
-		contract.EnvPidsMax:  "8192",
-		contract.EnvShmMax:   "64g",
-	}
-}
-
 func TestPlacementFromEnv(t *testing.T) {
 	t.Parallel()
-	p, err := PlacementFromEnv(lookup(nvidiaPlacementEnv()))
+	p, err := dockerargv.PlacementFromEnv(contract.MapLookup(dockerargvtest.NVIDIAPlacementEnv()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +48,12 @@ func TestPlacementFromEnvRefuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env := nvidiaPlacementEnv()
+			env := dockerargvtest.NVIDIAPlacementEnv()
 			delete(env, tt.drop)
 			for k, v := range tt.change {
 				env[k] = v
 			}
-			_, err := PlacementFromEnv(lookup(env))
+			_, err := dockerargv.PlacementFromEnv(contract.MapLookup(env))
 			if !refusal.IsRefused(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want a refusal mentioning %q", err, tt.want)
 			}
@@ -75,21 +65,21 @@ func TestPlacementFromEnvRefuses(t *testing.T) {
 // exports the jobs slice, and the container is created under it.
 func TestCgroupParent(t *testing.T) {
 	t.Parallel()
-	env := nvidiaPlacementEnv()
+	env := dockerargvtest.NVIDIAPlacementEnv()
 	env[contract.EnvCgroupParent] = "kbgen-jobs.slice"
-	p, err := PlacementFromEnv(lookup(env))
+	p, err := dockerargv.PlacementFromEnv(contract.MapLookup(env))
 	if err != nil || p.CgroupParent != "kbgen-jobs.slice" {
 		t.Fatalf("PlacementFromEnv = %+v, %v", p, err)
 	}
-	s, err := DockerRun(testConfig("nvidia"), p, fakeHost(t, nil), testOptions())
+	s, err := dockerargv.DockerRun(testConfig("nvidia"), p, dockerargvtest.FakeHost(t, nil), testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := flagValues(s, "--cgroup-parent"); !slices.Equal(got, []string{"kbgen-jobs.slice"}) {
+	if got := dockerargvtest.FlagValues(s, "--cgroup-parent"); !slices.Equal(got, []string{"kbgen-jobs.slice"}) {
 		t.Errorf("--cgroup-parent = %q", got)
 	}
 	delete(env, contract.EnvCgroupParent)
-	if s, _ := DockerRun(testConfig("nvidia"), mustPlacement(t, env), fakeHost(t, nil), testOptions()); flagValues(s, "--cgroup-parent") != nil {
-		t.Errorf("--cgroup-parent without a placement: %q", flagValues(s, "--cgroup-parent"))
+	if s, _ := dockerargv.DockerRun(testConfig("nvidia"), mustPlacement(t, env), dockerargvtest.FakeHost(t, nil), testOptions()); dockerargvtest.FlagValues(s, "--cgroup-parent") != nil {
+		t.Errorf("--cgroup-parent without a placement: %q", dockerargvtest.FlagValues(s, "--cgroup-parent"))
 	}
 }

@@ -1,4 +1,4 @@
-package sandbox
+package dockerargv
 
 import (
 	"errors"

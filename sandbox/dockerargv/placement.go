@@ -1,6 +1,7 @@
-package sandbox
+package dockerargv
 
 import (
+	"path"
 	"strconv"
 	"strings"
 
@@ -43,7 +44,7 @@ var renderNode = lazyre.New(`^/dev/dri/renderD[0-9]+$`)
 
 // PlacementFromEnv reads the placement from the agent's environment. The
 // CPU, NUMA and memory shares are required; which GPU variable is required
-// depends on the runtime, so it is checked in Plan. A missing or malformed
+// depends on the runtime, so it is checked in DockerRun. A missing or malformed
 // value is a refusal.RefusedError: this agent is misconfigured, another may not be.
 func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
 	get := func(k string) string {
@@ -104,4 +105,22 @@ func splitList(v string) []string {
 		parts[i] = strings.TrimSpace(parts[i])
 	}
 	return parts
+}
+
+// GPUsFromEnv are the agent's GPUs as the lease and the check name
+// them: NVIDIA UUIDs, or AMD render nodes by name (renderD128).
+func GPUsFromEnv(lookup contract.Lookup) (string, []string) {
+	if ids := splitList(lookupValue(lookup, contract.EnvGPUUUID)); len(ids) > 0 {
+		return string(contract.RuntimeNVIDIA), ids
+	}
+	var ids []string
+	for _, n := range splitList(lookupValue(lookup, contract.EnvGPURenderNode)) {
+		ids = append(ids, path.Base(n))
+	}
+	return string(contract.RuntimeROCm), ids
+}
+
+func lookupValue(lookup contract.Lookup, k string) string {
+	v, _ := lookup(k)
+	return v
 }
