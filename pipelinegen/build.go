@@ -24,7 +24,7 @@ type Build struct {
 	// Queue is the vendor's queue; "" takes KERNELBOT_QUEUE.
 	Queue string
 	// Lookup reads the build env (KERNELBOT_*).
-	Lookup func(string) (string, bool)
+	Lookup contract.Lookup
 }
 
 // NoQueueError: the build names no queue.

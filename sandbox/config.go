@@ -21,7 +21,7 @@ const PluginName = "gpu-docker"
 // plugin's hooks. BUILDKITE_PLUGINS is preferred when it names the plugin,
 // because it keeps JSON types; the flat BUILDKITE_PLUGIN_GPU_DOCKER_* vars,
 // which every agent sets, are the fallback.
-func ConfigFromEnv(lookup func(string) (string, bool)) (plugincfg.GPUDocker, error) {
+func ConfigFromEnv(lookup contract.Lookup) (plugincfg.GPUDocker, error) {
 	if js, ok := lookup(contract.EnvPlugins); ok && strings.TrimSpace(js) != "" {
 		raw, found, err := pluginFromJSON([]byte(js))
 		if err != nil {

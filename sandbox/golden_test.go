@@ -167,7 +167,11 @@ func podPlanText(t *testing.T, v *registry.Vendor, host dockerargv.Host) string 
 		host.KFD, host.Glob = "", func(string) ([]string, error) { return nil, nil }
 	}
 	req := Request{Launcher: LauncherProcess, Command: strings.Fields(steps.RunCommand), RunnerBinary: dockerargv.ContainerRunner, Protect: []string{steps.KubernetesWorkspace}, Host: &host}
-	j, err := newProcessJob(lookup(env), req, jobInput{encoded: "-", hasPayload: true, jobID: env["BUILDKITE_JOB_ID"]})
+	step, err := processStep(lookup(env), req, jobInput{encoded: "-", hasPayload: true, jobID: env["BUILDKITE_JOB_ID"]})
+	if err != nil {
+		return "error: " + err.Error() + "\n"
+	}
+	j, err := newProcessJob(step, req)
 	if err != nil {
 		return "error: " + err.Error() + "\n"
 	}

@@ -92,7 +92,7 @@ func TestHostileForgedXidCrash(t *testing.T) {
 	}
 	path := gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0")+gpuhealthtest.GPURow(gpuhealthtest.OtherUUID, "1", "0"), "")
 	state := t.TempDir()
-	c := gpuhealth.Check{StateDir: state, KernelLog: klog, Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+	c := gpuhealth.Check{StateDir: state, KernelLog: klog, Reset: true, Path: path}
 	ids := []string{gpuhealthtest.CleanUUID, gpuhealthtest.OtherUUID}
 	for _, id := range ids { // the first check sets each GPU's baseline
 		gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{id}), "")

@@ -19,7 +19,6 @@ import (
 	"github.com/gpu-mode/kbgen/sandbox/process"
 	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/seal"
-	"github.com/gpu-mode/kbgen/signing"
 )
 
 // Request is how `kbgen sandbox` was asked to run, besides the
@@ -71,78 +70,59 @@ type Job struct {
 	retry noise.HostRetry
 }
 
-// NewJob reads the plugin config, the placement and the payload from the
-// environment and plans the container (or, with LauncherProcess, the
-// process: newProcessJob). Errors: refusal.ConfigError (exit 2),
-// refusal.RefusedError (75), *signing.MisroutedError, *signing.StepSignatureError
-// (a step changed after signing, CheckStepSignature) or a payload.Error (65).
-func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
-	if len(req.Command) == 0 {
-		return nil, refusal.ConfigErrorf("", "no command to run in the container")
-	}
-	switch req.Launcher {
-	case "", LauncherDocker:
-	case LauncherProcess:
-		in, err := readJobInput(lookup, req.Command, signing.CheckRunRouting)
-		if err != nil {
-			return nil, err
-		}
-		return newProcessJob(lookup, req, in)
-	default:
-		return nil, refusal.ConfigErrorf("launcher", "%q is not %q or %q", req.Launcher, LauncherDocker, LauncherProcess)
-	}
-	cfg, err := ConfigFromEnv(lookup)
+// NewJob reads the host's environment for req (ReadStep, the door) and
+// plans the container (or, with LauncherProcess, the process:
+// newProcessJob) from what it read. Errors: those of ReadStep, and a
+// refusal of a step asking for more than its agent owns
+// (dockerargv.DockerRun).
+func NewJob(lookup contract.Lookup, req Request) (*Job, error) {
+	step, err := ReadStep(lookup, req)
 	if err != nil {
 		return nil, err
 	}
-	pl, err := dockerargv.PlacementFromEnv(lookup)
-	if err != nil {
-		return nil, err
+	if req.Launcher == LauncherProcess {
+		return newProcessJob(step, req)
 	}
-	in, err := readJobInput(lookup, req.Command, signing.CheckQueueBinding)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckStepSignature(lookup, req.Command, cfg, in.encoded); err != nil {
-		return nil, err
-	}
-	name := dockerargv.ContainerName(in.jobID)
-	base, err := filepath.Abs(StageBase(req.StageDir, lookup))
+	return newDockerJob(step, req)
+}
+
+// newDockerJob plans a gpu-docker node's step: its stage, its `docker
+// run`, the lease and the clean-GPU check of the GPUs it gets.
+func newDockerJob(step Step, req Request) (*Job, error) {
+	name := dockerargv.ContainerName(step.Job.jobID)
+	base, err := step.stageBase()
 	if err != nil {
 		return nil, fmt.Errorf("stage dir: %w", err)
 	}
-	stage := NewStage(base, name, in.hasPayload)
+	stage := NewStage(base, name, step.Job.hasPayload)
 	runner, err := runnerBinary(req.RunnerBinary)
 	if err != nil {
 		return nil, err
 	}
-	host := dockerargv.LocalHost()
-	if req.Host != nil {
-		host = *req.Host
-	}
-	spec, err := dockerargv.DockerRun(cfg, pl, host, dockerargv.Options{
+	host := req.host()
+	spec, err := dockerargv.DockerRun(step.Config, step.Placement, host, dockerargv.Options{
 		Name:         name,
 		Command:      req.Command,
 		RunnerBinary: runner,
-		NVMLHelper:   nvmlHelper(lookup, runner),
+		NVMLHelper:   nvmlHelper(step.NVMLOff, runner),
 		PayloadFile:  stage.PayloadFile,
-		Env:          dockerargv.ContainerEnv(lookup),
-		NoGPU:        req.NoGPU || get(lookup, contract.EnvSandboxNoGPU) == "1",
+		Env:          step.Env,
+		NoGPU:        step.NoGPU,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// The runner refuses a bad policy inside the container; the host
-	// section then judges with the defaults.
-	policy, _ := noise.ParsePolicy(get(lookup, contract.EnvNoisePolicy))
-	leaseOpts, err := lease.OptionsFromEnv(lookup)
-	if err != nil {
-		return nil, err
+	check := gpuhealth.Check{StateDir: step.Lease.Dir, Sysfs: host.SysfsRoot, Reset: step.GPUReset, Path: step.Path}
+	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: step.Job.encoded, policy: step.Policy, lease: step.Lease, check: check, runtime: string(step.Config.Runtime),
+		retry: noise.HostRetry{Ranked: step.Job.ranked, Retries: step.Retries}}, nil
+}
+
+// host is the machine the request names, else this one.
+func (r Request) host() dockerargv.Host {
+	if r.Host != nil {
+		return *r.Host
 	}
-	path, hasPath := lookup("PATH")
-	check := gpuhealth.Check{StateDir: leaseOpts.Dir, Sysfs: host.SysfsRoot, Reset: get(lookup, contract.EnvGPUReset) == "1", Lookup: func(k string) (string, bool) { return path, k == "PATH" && hasPath }}
-	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: in.encoded, policy: policy.WithDefaults(), lease: leaseOpts, check: check, runtime: string(cfg.Runtime),
-		retry: noise.HostRetry{Ranked: in.ranked, Retries: get(lookup, contract.EnvBuildkiteRetryCount)}}, nil
+	return dockerargv.LocalHost()
 }
 
 // jobInput is what both launchers read of the job: the payload (none
@@ -158,7 +138,7 @@ type jobInput struct {
 
 // readJobInput reads the payload, refusing a bad one before anything
 // starts, and, in a Buildkite job, checks its queue with route.
-func readJobInput(lookup func(string) (string, bool), cmd []string, route func(func(string) (string, bool)) error) (jobInput, error) {
+func readJobInput(lookup contract.Lookup, cmd []string, route func(contract.Lookup) error) (jobInput, error) {
 	encoded, perr := payload.JoinEnv(lookup)
 	ranked := false
 	if dockerargv.IsRunnerCommand(cmd) {
@@ -187,11 +167,11 @@ func readJobInput(lookup func(string) (string, bool), cmd []string, route func(f
 }
 
 // nvmlHelper is the kbgen-nvml beside runner, to mount beside it; "" when
-// there is none or the job's env turns it off. Only ever beside the
+// there is none or the job's env turns it off (Step.NVMLOff). Only ever beside the
 // runner: a path taken from the job's env would let a step mount any
 // host file the agent can read into its container.
-func nvmlHelper(lookup contract.Lookup, runner string) string {
-	if v, _ := lookup(contract.EnvNVMLHelper); v == "off" {
+func nvmlHelper(off bool, runner string) string {
+	if off {
 		return ""
 	}
 	return nvmlhelper.Locate(contract.MapLookup(nil), runner).Path
@@ -215,7 +195,7 @@ func runnerBinary(path string) (string, error) {
 // StageBase is the directory stages go under: dir when given, else under
 // the agent's build path (on disk, owned by the agent, and visible to
 // dockerd, which a systemd PrivateTmp /tmp is not), else $TMPDIR or /tmp.
-func StageBase(dir string, lookup func(string) (string, bool)) string {
+func StageBase(dir string, lookup contract.Lookup) string {
 	if dir != "" {
 		return dir
 	}

@@ -310,7 +310,9 @@ func TestNVMLHelperBesideTheRunner(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := nvmlHelper(lookup(tc.env), tc.runner); got != tc.want {
+			var step Step
+			step.readCommon(lookup(tc.env), Request{})
+			if got := nvmlHelper(step.NVMLOff, tc.runner); got != tc.want {
 				t.Errorf("nvmlHelper = %q, want %q", got, tc.want)
 			}
 		})

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -8,10 +9,8 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 	"github.com/gpu-mode/kbgen/sandbox/process"
-	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // How kbgen sandbox runs a step (`--launcher`).
@@ -27,59 +26,30 @@ const (
 // newProcessJob plans a step for the process launcher: no gpu-docker
 // config and no placement (in a pod the scheduler placed it and the
 // cgroup bounds it), the payload staged where the process can read it.
-func newProcessJob(lookup func(string) (string, bool), req Request, in jobInput) (*Job, error) {
-	uid, gid, err := ParseUser(req.User)
-	if err != nil {
-		return nil, refusal.ConfigErrorf("user", "%v", err)
-	}
+func newProcessJob(step Step, req Request) (*Job, error) {
 	runner, err := runnerBinary(req.RunnerBinary)
 	if err != nil {
 		return nil, err
 	}
-	base := req.StageDir
-	if base == "" {
-		// Never under the build path, StageBase's default: in a pod that
-		// is inside /workspace, which the process must not reach.
-		base = StageBase("", func(k string) (string, bool) {
-			if k == contract.EnvBuildPath {
-				return "", false
-			}
-			return lookup(k)
-		})
-	}
-	if base, err = filepath.Abs(base); err != nil {
+	base, err := step.stageBase()
+	if err != nil {
 		return nil, fmt.Errorf("stage dir: %w", err)
 	}
-	name := dockerargv.ContainerName(in.jobID)
-	stage := NewStage(base, name, in.hasPayload)
+	name := dockerargv.ContainerName(step.Job.jobID)
+	stage := NewStage(base, name, step.Job.hasPayload)
 	// The process reads the payload as its own uid: the stage is
 	// traversable (not listable), the payload 0444 as on docker nodes.
 	stage.Mode = 0o711
-	dir := req.WorkDir
-	if dir == "" {
-		dir = dockerargv.ContainerWorkDir
-	}
-	p := &process.Spec{UID: uid, GID: gid, Dir: dir, Protect: req.Protect, Sticky: []string{dir, "/tmp", "/dev/shm"}}
+	dir := cmp.Or(req.WorkDir, dockerargv.ContainerWorkDir)
+	p := &process.Spec{UID: step.UID, GID: step.GID, Dir: dir, Env: step.Env, Protect: req.Protect, Sticky: []string{dir, "/tmp", "/dev/shm"}}
 	result := filepath.Join(dir, ".kbgen-out", contract.ResultFile)
 	p.Argv = dockerargv.RunnerArgv(req.Command, runner, stage.PayloadFile, result)
-	noGPU := req.NoGPU || get(lookup, contract.EnvSandboxNoGPU) == "1"
-	p.Env = process.Env(dockerargv.ContainerEnv(lookup), lookup, p.Protect, !noGPU)
-	if !noGPU {
-		host := dockerargv.LocalHost()
-		if req.Host != nil {
-			host = *req.Host
-		}
-		p.Groups = deviceGroups(host)
+	if !step.NoGPU {
+		p.Groups = deviceGroups(req.host())
 	}
 	spec := &dockerargv.Spec{Name: name, Program: "setpriv", Sealed: dockerargv.IsRunnerCommand(req.Command), Process: p}
 	spec.Lines = p.Lines()
-	policy, _ := noise.ParsePolicy(get(lookup, contract.EnvNoisePolicy))
-	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: in.encoded, policy: policy.WithDefaults()}, nil
-}
-
-func get(lookup func(string) (string, bool), k string) string {
-	v, _ := lookup(k)
-	return v
+	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: step.Job.encoded, policy: step.Policy}, nil
 }
 
 // ParseUser reads "UID:GID" (numbers; GID defaults to UID). Root is

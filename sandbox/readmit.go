@@ -50,7 +50,7 @@ type Readmission struct {
 // another job, is a refusal.RefusedError (75): the unit does not start, and
 // systemd tries again after RestartSec.
 // logf reports the lease wait, a skipped check and a reset.
-func Readmit(ctx context.Context, lookup func(string) (string, bool), ifOut bool, logf func(string, ...any)) (Readmission, error) {
+func Readmit(ctx context.Context, lookup contract.Lookup, ifOut bool, logf func(string, ...any)) (Readmission, error) {
 	rt, ids := dockerargv.GPUsFromEnv(lookup)
 	if len(ids) == 0 {
 		return Readmission{}, refusal.Refusef("this agent has no GPU placement: %s or %s is not set (its agent.env, written by kbgen node install)", contract.EnvGPUUUID, contract.EnvGPURenderNode)
@@ -69,7 +69,7 @@ func Readmit(ctx context.Context, lookup func(string) (string, bool), ifOut bool
 		return r, err
 	}
 	defer held.Release()
-	check := gpuhealth.Check{StateDir: o.Dir, Reset: get(lookup, contract.EnvGPUReset) == "1", Lookup: lookup, Logf: logf}
+	check := gpuhealth.Check{StateDir: o.Dir, Reset: get(lookup, contract.EnvGPUReset) == "1", Path: get(lookup, "PATH"), Logf: logf}
 	if err := check.Run(ctx, rt, ids); err != nil {
 		return r, err
 	}

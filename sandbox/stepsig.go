@@ -19,7 +19,7 @@ import (
 // agent's queue, and verifies KBGEN_STEP_SIGNATURE against it. With no key
 // configured nothing is checked. Errors: *signing.StepSignatureError (65),
 // or a refusal.RefusedError (75) when this node's key file cannot be read.
-func CheckStepSignature(lookup func(string) (string, bool), command []string, cfg plugincfg.GPUDocker, encodedPayload string) error {
+func CheckStepSignature(lookup contract.Lookup, command []string, cfg plugincfg.GPUDocker, encodedPayload string) error {
 	keyFile, _ := lookup(contract.EnvVerificationKey)
 	if keyFile == "" {
 		return nil
@@ -44,7 +44,7 @@ func CheckStepSignature(lookup func(string) (string, bool), command []string, cf
 
 // pluginNames lists the plugins of BUILDKITE_PLUGINS by name, in order;
 // nil when it is unset or unreadable (ConfigFromEnv reports the latter).
-func pluginNames(lookup func(string) (string, bool)) []string {
+func pluginNames(lookup contract.Lookup) []string {
 	js, _ := lookup(contract.EnvPlugins)
 	var list []map[string]json.RawMessage
 	if json.Unmarshal([]byte(js), &list) != nil {
@@ -61,7 +61,7 @@ func pluginNames(lookup func(string) (string, bool)) []string {
 
 // agentQueue is the queue of the agent running the job: its queue tag,
 // or "default" when it exports none (as signing.CheckQueueBinding reads it).
-func agentQueue(lookup func(string) (string, bool)) string {
+func agentQueue(lookup contract.Lookup) string {
 	if q, _ := lookup(contract.EnvAgentQueue); q != "" {
 		return q
 	}

@@ -46,7 +46,7 @@ var renderNode = lazyre.New(`^/dev/dri/renderD[0-9]+$`)
 // CPU, NUMA and memory shares are required; which GPU variable is required
 // depends on the runtime, so it is checked in DockerRun. A missing or malformed
 // value is a refusal.RefusedError: this agent is misconfigured, another may not be.
-func PlacementFromEnv(lookup func(string) (string, bool)) (Placement, error) {
+func PlacementFromEnv(lookup contract.Lookup) (Placement, error) {
 	get := func(k string) string {
 		v, _ := lookup(k)
 		return strings.TrimSpace(v)

@@ -28,8 +28,9 @@ const gpuCheckTimeout = 20 * time.Second
 // Check is the clean-GPU check before every job, run while the job
 // holds its GPUs' lease (so nothing of this node's may be on them).
 type Check struct {
-	// Lookup is the sandbox's environment (PATH finds nvidia-smi).
-	Lookup func(string) (string, bool)
+	// Path is the sandbox's PATH, where nvidia-smi and amd-smi are found;
+	// "" looks them up as exec does.
+	Path string
 	// StateDir keeps each GPU's ECC count and last-read kernel log record
 	// from the last check (gpu-<id>.ecc, gpu-<id>.kmsg, beside its lease).
 	StateDir string
@@ -332,9 +333,9 @@ func (c Check) newCount(id, kind, value string) int64 {
 // error with the first line of its stderr.
 func (c Check) tool(ctx context.Context, name string, args ...string) ([]byte, error) {
 	path := name
-	if dirs, ok := c.Lookup("PATH"); ok {
+	if c.Path != "" {
 		found := ""
-		for _, d := range filepath.SplitList(dirs) {
+		for _, d := range filepath.SplitList(c.Path) {
 			if st, err := os.Stat(filepath.Join(d, path)); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
 				found = filepath.Join(d, path)
 				break

@@ -50,7 +50,7 @@ func TestGPUCheck(t *testing.T) {
 			if tt.ecc != "" {
 				os.WriteFile(filepath.Join(state, "gpu-"+gpuhealthtest.CleanUUID+".ecc"), []byte(tt.ecc), 0o644)
 			}
-			c := Check{StateDir: state, KernelLog: emptyKernelLog(t), Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			c := Check{StateDir: state, KernelLog: emptyKernelLog(t), Path: path}
 			gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", tt.ids), tt.want)
 		})
 	}
@@ -90,7 +90,7 @@ func TestGPUCheckXid(t *testing.T) {
 			if tt.baseline != "" {
 				os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".kmsg"), []byte(tt.baseline+"\n"), 0o644)
 			}
-			c := Check{StateDir: state, KernelLog: "testdata/kmsg/nvidia-xid.txt", Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			c := Check{StateDir: state, KernelLog: "testdata/kmsg/nvidia-xid.txt", Path: path}
 			err := c.Run(context.Background(), "nvidia", []string{tt.id})
 			gpuhealthtest.WantRefusal(t, err, tt.want)
 			if tt.want != "" && strings.Contains(err.Error(), "Xid 13") {
@@ -111,7 +111,7 @@ func TestGPUCheckKernelLogUnreadable(t *testing.T) {
 	var logged []string
 	path := gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "30000", "0"), "")
 	c := Check{StateDir: t.TempDir(), KernelLog: filepath.Join(t.TempDir(), "no-kmsg"),
-		Lookup: func(k string) (string, bool) { return path, k == "PATH" },
+		Path: path,
 		Logf:   func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
 	gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID}), "30000 MiB in use")
 	for _, want := range []string{"Xid and GPU-reset reports not read", "row remapping not read: exit status 2: Invalid combination"} {
@@ -129,7 +129,7 @@ func TestGPUCheckRecordsECC(t *testing.T) {
 	for i, want := range []bool{true, false} {
 		path := gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "9"), "")
 		os.WriteFile(filepath.Join(state, "gpu-"+gpuhealthtest.CleanUUID+".ecc"), []byte(map[bool]string{true: "8", false: "9"}[i == 0]), 0o644)
-		err := Check{StateDir: state, KernelLog: emptyKernelLog(t), Lookup: func(k string) (string, bool) { return path, k == "PATH" }}.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID})
+		err := Check{StateDir: state, KernelLog: emptyKernelLog(t), Path: path}.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID})
 		if (err != nil) != want {
 			t.Errorf("check %d: %v, want refused %v", i, err, want)
 		}
@@ -141,7 +141,7 @@ func TestGPUCheckRecordsECC(t *testing.T) {
 func TestGPUCheckWithoutNvidiaSMI(t *testing.T) {
 	t.Parallel()
 	var logged string
-	c := Check{StateDir: t.TempDir(), Lookup: func(k string) (string, bool) { return t.TempDir(), k == "PATH" },
+	c := Check{StateDir: t.TempDir(), Path: t.TempDir(),
 		Logf: func(f string, a ...any) { logged = f }}
 	if err := c.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID}); err != nil || !strings.Contains(logged, "skipped") {
 		t.Errorf("err %v, log %q", err, logged)
@@ -279,7 +279,7 @@ func TestGPUCheckReset(t *testing.T) {
 			}
 			var logged []string
 			c := Check{StateDir: t.TempDir(), KernelLog: emptyKernelLog(t), Reset: tt.reset,
-				Lookup: func(k string) (string, bool) { return path, k == "PATH" },
+				Path: path,
 				Logf:   func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
 			gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID}), tt.want)
 			resets, _ := os.ReadFile(filepath.Join(path, "reset.log"))
@@ -322,7 +322,7 @@ func TestGPUCheckResetRateLimited(t *testing.T) {
 			if tt.lastReset != 0 {
 				must(t, os.WriteFile(file, []byte(strconv.FormatInt(time.Now().Add(-tt.lastReset).Unix(), 10)+"\n"), 0o644))
 			}
-			c := Check{StateDir: state, KernelLog: emptyKernelLog(t), Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			c := Check{StateDir: state, KernelLog: emptyKernelLog(t), Reset: true, Path: path}
 			gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID}), tt.want)
 			_, err := os.Stat(filepath.Join(path, "reset.log"))
 			if reset := err == nil; reset != tt.reset {
@@ -349,7 +349,7 @@ func TestGPUCheckResetAMD(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(path, "after"), []byte("echo 12582912 >"+filepath.Join(sys, used)+
 		"\necho '3,2,2,-;amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!' >>"+klog+"\n"), 0o644))
 	c := Check{StateDir: t.TempDir(), Sysfs: sys, KernelLog: klog, Reset: true,
-		Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+		Path: path}
 	gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "rocm", []string{"renderD128"}), "")
 	resets, _ := os.ReadFile(filepath.Join(path, "reset.log"))
 	if want := "-n /opt/rocm/bin/amd-smi reset -g 0000:c1:00.0 -G"; strings.TrimSpace(string(resets)) != want {
@@ -407,7 +407,7 @@ func TestGPUCheckMIG(t *testing.T) {
 				klog = "testdata/kmsg/nvidia-xid.txt"
 				must(t, os.WriteFile(filepath.Join(state, "gpu-"+tt.id+".kmsg"), []byte(tt.kmsg+"\n"), 0o644))
 			}
-			c := Check{StateDir: state, KernelLog: klog, Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			c := Check{StateDir: state, KernelLog: klog, Reset: true, Path: path}
 			err := c.Run(context.Background(), "nvidia", []string{tt.id})
 			gpuhealthtest.WantRefusal(t, err, tt.want)
 			if tt.want != "" && !strings.Contains(err.Error(), "not cleared by a reset") {

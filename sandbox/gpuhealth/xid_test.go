@@ -132,7 +132,7 @@ func TestGPUCheckHostileKernelLog(t *testing.T) {
 			path := gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0")+gpuhealthtest.GPURow(gpuhealthtest.OtherUUID, "1", "0"), "")
 			state := t.TempDir()
 			must(t, os.WriteFile(filepath.Join(state, "gpu-"+id+".kmsg"), []byte("3000\n"), 0o644))
-			c := Check{StateDir: state, KernelLog: "testdata/kmsg/hostile-nvidia.txt", Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+			c := Check{StateDir: state, KernelLog: "testdata/kmsg/hostile-nvidia.txt", Reset: true, Path: path}
 			gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{id}), "")
 			if b, err := os.ReadFile(filepath.Join(path, "reset.log")); err == nil {
 				t.Errorf("a GPU was reset: %s", b)
@@ -158,7 +158,7 @@ func TestGPUCheckHostileKernelLogAMD(t *testing.T) {
 			// Resets allowed for the GPU that must pass: none may happen.
 			path := gpuhealthtest.StandInSMI(t, "", "")
 			c := Check{StateDir: state, Sysfs: amdSysfs(t, nil), KernelLog: "testdata/kmsg/hostile-amdgpu.txt", Reset: tt.want == "",
-				Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
+				Path: path}
 			err := c.Run(context.Background(), "rocm", []string{tt.id})
 			gpuhealthtest.WantRefusal(t, err, tt.want)
 			if err != nil && !strings.HasSuffix(err.Error(), "clean-GPU check: "+tt.want) {

@@ -48,7 +48,7 @@ type Options struct {
 // OptionsFromEnv reads the lease settings from the agent's
 // environment; a bad KBGEN_LEASE_WAIT is a refusal (the agent is
 // misconfigured).
-func OptionsFromEnv(lookup func(string) (string, bool)) (Options, error) {
+func OptionsFromEnv(lookup contract.Lookup) (Options, error) {
 	get := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
 	o := Options{Dir: get(contract.EnvLeaseDir), Wait: DefaultWait}
 	if o.Dir == "" {
