@@ -112,7 +112,7 @@ func TestGPUCheckKernelLogUnreadable(t *testing.T) {
 	path := gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "30000", "0"), "")
 	c := Check{StateDir: t.TempDir(), KernelLog: filepath.Join(t.TempDir(), "no-kmsg"),
 		Path: path,
-		Logf:   func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
+		Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
 	gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID}), "30000 MiB in use")
 	for _, want := range []string{"Xid and GPU-reset reports not read", "row remapping not read: exit status 2: Invalid combination"} {
 		if !strings.Contains(strings.Join(logged, "\n"), want) {
@@ -280,7 +280,7 @@ func TestGPUCheckReset(t *testing.T) {
 			var logged []string
 			c := Check{StateDir: t.TempDir(), KernelLog: emptyKernelLog(t), Reset: tt.reset,
 				Path: path,
-				Logf:   func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
+				Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
 			gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{gpuhealthtest.CleanUUID}), tt.want)
 			resets, _ := os.ReadFile(filepath.Join(path, "reset.log"))
 			if strings.TrimSpace(string(resets)) != tt.wantLog {
