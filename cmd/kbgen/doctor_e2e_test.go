@@ -67,7 +67,7 @@ func TestNoTestBuildkiteLinked(t *testing.T) {
 	}{
 		// go-nvml is cgo: linked, kbgen would no longer be static (the
 		// sandbox mounts it into images of any libc). NVML is kbgen-nvml's.
-		{".", []string{mod + "internal/fakebuildkite", mod + "internal/e2e", "net/http/httptest", mod + "nvmlhelper/serve", "github.com/NVIDIA/go-nvml/pkg/nvml"}},
+		{".", []string{mod + "internal/fakebuildkite", mod + "internal/e2e", "net/http/httptest", mod + "nvmlhelper/nvmlserve", "github.com/NVIDIA/go-nvml/pkg/nvml"}},
 		{mod + "node", generator},
 		{mod + "qualify", generator},
 		{mod + "sandbox", generator},

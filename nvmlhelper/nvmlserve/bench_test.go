@@ -1,4 +1,4 @@
-package serve
+package nvmlserve
 
 import (
 	"os/exec"
@@ -14,7 +14,7 @@ import (
 // once per sample (--query-gpu and --query-compute-apps): here /bin/true,
 // without nvidia-smi's own driver initialisation (72-190 ms on an H100).
 //
-//	go test -run '^$' -bench Sample -benchtime 2000x ./nvmlhelper/serve
+//	go test -run '^$' -bench Sample -benchtime 2000x ./nvmlhelper/nvmlserve
 func BenchmarkSample(b *testing.B) {
 	b.Run("kbgen-nvml", func(b *testing.B) {
 		h, err := startHelper(b, "serve", 0)

@@ -1,7 +1,7 @@
 // Package serve is kbgen-nvml's side of package nvmlhelper: it loads NVML
 // through go-nvml and answers the client's requests. It links go-nvml,
 // which needs cgo, so only cmd/kbgen-nvml imports it; kbgen stays static.
-package serve
+package nvmlserve
 
 import (
 	"bufio"
