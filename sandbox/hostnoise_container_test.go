@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/payload"
@@ -83,7 +84,7 @@ func TestContainerHostNoise(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", spec.Name).Run() })
-	j := &Job{Spec: spec, Stage: stage, Runner: kbgen, payload: enc, policy: noise.Policy{}.WithDefaults()}
+	j := &Job{Spec: spec, Stage: stage, Runner: kbgen, payload: enc, policy: noisepolicy.Policy{}.WithDefaults()}
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/nvmlhelper"
 	"github.com/gpu-mode/kbgen/payload"
@@ -54,7 +55,7 @@ type Job struct {
 	payload string
 	// policy is the queue's noise policy (contract.EnvNoisePolicy), which
 	// judges the host section of noise.json.
-	policy noise.Policy
+	policy noisepolicy.Policy
 	// procRoot is /proc ("" means /proc); tests point it at a fixture.
 	procRoot string
 	// lease is where and how long the job waits for its GPUs (lease.go).

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"github.com/gpu-mode/kbgen/plugincfg"
 	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 	"github.com/gpu-mode/kbgen/sandbox/lease"
@@ -30,7 +30,7 @@ type Step struct {
 	// Policy is the queue's noise policy, which judges the host section
 	// of noise.json; the defaults where the env's cannot be read (the
 	// runner refuses it inside the container).
-	Policy noise.Policy
+	Policy noisepolicy.Policy
 	// Lease is where and how long the job waits for its GPUs.
 	Lease lease.Options
 	// GPUReset lets the clean-GPU check reset a GPU (KBGEN_GPU_RESET=1).
@@ -140,7 +140,7 @@ func processStep(lookup contract.Lookup, req Request, in jobInput) (Step, error)
 func (s *Step) readCommon(lookup contract.Lookup, req Request) {
 	// A bad policy: the runner refuses it inside the container, and the
 	// host section judges with the defaults.
-	policy, _ := noise.ParsePolicy(get(lookup, contract.EnvNoisePolicy))
+	policy, _ := noisepolicy.Parse(get(lookup, contract.EnvNoisePolicy))
 	s.Policy = policy.WithDefaults()
 	s.Retries = get(lookup, contract.EnvBuildkiteRetryCount)
 	s.NoGPU = req.NoGPU || get(lookup, contract.EnvSandboxNoGPU) == "1"
