@@ -138,7 +138,7 @@ func (c Check) nvidiaProblems(ctx context.Context, ids []string) ([]gpuProblem, 
 		c.logf("kbgen sandbox: clean-GPU check: row remapping not read: %v", q.remapErr)
 	}
 	klog := c.kernelLog()
-	rows, procs := csvRows(q.state, 4), csvRows(q.apps, 4)
+	rows, procs := nvsmi.Rows(q.state, 4), nvsmi.Rows(q.apps, 4)
 	var problems []gpuProblem
 	for _, id := range gpus {
 		problems = append(problems, c.nvidiaGPU(id, rows[id], procs[id], q.remaps[id], klog)...)
@@ -181,13 +181,13 @@ func (c Check) nvidiaQueries(ctx context.Context, withList bool) (smiAnswers, er
 	var appsErr, listErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		q.apps, appsErr = c.tool(ctx, "nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
+		q.apps, appsErr = c.tool(ctx, "nvidia-smi", nvsmi.AppsArgs...)
 	})
 	wg.Go(func() { q.remaps, q.remapErr = c.remappedRows(ctx) })
 	if withList {
 		wg.Go(func() { q.list, listErr = c.tool(ctx, "nvidia-smi", nvsmi.ListArgs...) })
 	}
-	state, err := c.tool(ctx, "nvidia-smi", "--query-gpu=uuid,pci.bus_id,memory.used,ecc.errors.uncorrected.volatile.total", "--format=csv,noheader,nounits")
+	state, err := c.tool(ctx, "nvidia-smi", nvsmi.HealthArgs...)
 	wg.Wait()
 	q.state = state
 	return q, errors.Join(err, appsErr, listErr)
@@ -256,11 +256,11 @@ func (c Check) gpuFaults(id, on string, row, remap []string, klog []KernelRecord
 // remappedRows reads the row remapper (Ampere and later); an older GPU
 // or driver that cannot answer is an error the caller logs, not judges.
 func (c Check) remappedRows(ctx context.Context) (map[string][]string, error) {
-	out, err := c.tool(ctx, "nvidia-smi", "--query-remapped-rows=gpu_uuid,remapped_rows.pending,remapped_rows.failure", "--format=csv,noheader,nounits")
+	out, err := c.tool(ctx, "nvidia-smi", nvsmi.RemappedRowsArgs...)
 	if err != nil {
 		return nil, err
 	}
-	return csvRows(out, 3), nil
+	return nvsmi.Rows(out, 3), nil
 }
 
 func (c Check) kernelLogPath() string {
@@ -359,22 +359,6 @@ func (c Check) logf(format string, args ...any) {
 	if c.Logf != nil {
 		c.Logf(format, args...)
 	}
-}
-
-// csvRows keys nvidia-smi's CSV rows of n fields by their first.
-func csvRows(out []byte, n int) map[string][]string {
-	rows := map[string][]string{}
-	for line := range strings.Lines(string(out)) {
-		f := strings.Split(strings.TrimSpace(line), ",")
-		if len(f) != n {
-			continue
-		}
-		for i := range f {
-			f[i] = strings.TrimSpace(f[i])
-		}
-		rows[f[0]] = f
-	}
-	return rows
 }
 
 func firstLineOf(s string) string {

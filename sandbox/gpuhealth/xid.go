@@ -2,9 +2,9 @@ package gpuhealth
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/lazyre"
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 	"github.com/gpu-mode/kbgen/internal/xid"
 )
 
@@ -32,7 +32,7 @@ type xidReport struct {
 // "00000000:3B:00.0"): kernel records only (driverRecord), in the driver's
 // grammar, at exactly that bus.
 func xidsFor(records []KernelRecord, busID string) []xidReport {
-	want := normalBus(busID)
+	want := nvsmi.BusKey(busID)
 	var out []xidReport
 	for _, r := range records {
 		if !driverRecord(r) {
@@ -55,22 +55,4 @@ func xidsFor(records []KernelRecord, busID string) []xidReport {
 // into the kernel log never has facility 0 (KernelRecord.Facility).
 func driverRecord(r KernelRecord) bool {
 	return r.Facility == KernelFacility
-}
-
-// normalBus makes nvidia-smi's "00000000:3B:00.0" and the driver's
-// "0000:3b:00" one key: a four-digit domain, bus and device, lower case.
-func normalBus(s string) string {
-	s = strings.ToLower(strings.TrimSpace(s))
-	if i := strings.LastIndexByte(s, '.'); i > 0 {
-		s = s[:i]
-	}
-	f := strings.Split(s, ":")
-	if len(f) != 3 {
-		return s
-	}
-	d := f[0]
-	if len(d) > 4 {
-		d = d[len(d)-4:]
-	}
-	return d + ":" + f[1] + ":" + f[2]
 }
