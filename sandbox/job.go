@@ -43,7 +43,7 @@ type Request struct {
 	// ContainerWorkDir.
 	WorkDir string
 	// Protect are the directories the process launcher makes root's
-	// alone before it starts the step (ProcessSpec.Protect).
+	// alone before it starts the step (process.Spec.Protect).
 	Protect []string
 }
 
@@ -58,9 +58,9 @@ type Job struct {
 	policy noisepolicy.Policy
 	// procRoot is /proc ("" means /proc); tests point it at a fixture.
 	procRoot string
-	// lease is where and how long the job waits for its GPUs (lease.go).
+	// lease is where and how long the job waits for its GPUs (package lease).
 	lease lease.Options
-	// check is the clean-GPU check of the leased GPUs (gpucheck.go).
+	// check is the clean-GPU check of the leased GPUs (package gpuhealth).
 	check   gpuhealth.Check
 	runtime string
 	// leaseBusy: the run waited out KBGEN_LEASE_WAIT; its 75 is the
@@ -237,18 +237,11 @@ type Outcome struct {
 // container never sees, only what it vouches for (see vouch). Stale
 // results there are removed first, so they cannot pass for this run's.
 func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, error) {
-	if err := CheckStatic(j.Runner); err != nil {
-		return Outcome{}, &refusal.RefusedError{Msg: err.Error()}
-	}
-	if err := os.MkdirAll(filepath.Dir(j.Stage.Dir), 0o700|j.Stage.Mode&0o011); err != nil {
-		return Outcome{}, refusal.Refusef("stage dir: %v", err)
-	}
-	if err := j.Stage.Create(j.payload); err != nil {
-		return Outcome{}, refusal.Refusef("%v", err)
+	if err := j.createStage(); err != nil {
+		return Outcome{}, err
 	}
 	defer j.Stage.Remove()
-	sealed := j.Spec.Sealed
-	if sealed {
+	if j.Spec.Sealed {
 		if err := j.prepareOutDir(outDir); err != nil {
 			return Outcome{}, err
 		}
@@ -256,13 +249,6 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	key, err := seal.NewKey()
 	if err != nil {
 		return Outcome{}, refusal.Refusef("%v", err)
-	}
-	log := NewJobLog(MaxLogBytes)
-	run := *l
-	run.Stdout, run.Stderr = log.Stream(l.Stdout), log.Stream(l.Stderr)
-	sp := &spool{}
-	if sealed {
-		run.Stdin, run.Stdout = strings.NewReader(key.Text()), sp
 	}
 	l.logf("kbgen sandbox: %s", j.Spec.Summary())
 	// No other job of this node may hold these GPUs while the container
@@ -274,6 +260,30 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 		return Outcome{}, err
 	}
 	defer held.Release()
+	if err := j.clean(ctx, l); err != nil {
+		return Outcome{}, err
+	}
+	return j.launch(ctx, l, outDir, key)
+}
+
+// createStage checks the runner is the static kbgen it mounts and stages
+// the payload.
+func (j *Job) createStage() error {
+	if err := CheckStatic(j.Runner); err != nil {
+		return &refusal.RefusedError{Msg: err.Error()}
+	}
+	if err := os.MkdirAll(filepath.Dir(j.Stage.Dir), 0o700|j.Stage.Mode&0o011); err != nil {
+		return refusal.Refusef("stage dir: %v", err)
+	}
+	if err := j.Stage.Create(j.payload); err != nil {
+		return refusal.Refusef("%v", err)
+	}
+	return nil
+}
+
+// clean makes the leased GPUs the job's alone: what a killed job left
+// there removed, then the clean-GPU check.
+func (j *Job) clean(ctx context.Context, l *Launcher) error {
 	// A job killed with SIGKILL leaves its container running: its retry
 	// must not find the name taken, and the next job on its GPUs must not
 	// share them with it. Removed before the check, which such a
@@ -282,8 +292,19 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	// Leased, and no container of this node's left on them: anything found
 	// there now is foreign, leaked or broken (exit 75, retried elsewhere).
 	j.check.Logf = l.logf
-	if err := j.check.Run(ctx, j.runtime, j.Spec.GPUs); err != nil {
-		return Outcome{}, err
+	return j.check.Run(ctx, j.runtime, j.Spec.GPUs)
+}
+
+// launch runs the step with its output made inert, the key on its stdin
+// and its sealed output spooled when it is `kbgen run`, the host watched
+// meanwhile; then vouches for what it sealed and merges the host's noise.
+func (j *Job) launch(ctx context.Context, l *Launcher, outDir string, key seal.Key) (Outcome, error) {
+	log := NewJobLog(MaxLogBytes)
+	run := *l
+	run.Stdout, run.Stderr = log.Stream(l.Stdout), log.Stream(l.Stderr)
+	sp := &spool{}
+	if j.Spec.Sealed {
+		run.Stdin, run.Stdout = strings.NewReader(key.Text()), sp
 	}
 	// A process's /proc is its pod's: there is no host to watch.
 	var watch *noise.HostWatch
@@ -299,7 +320,7 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	if watch != nil {
 		host = watch.End(j.policy)
 	}
-	if !sealed {
+	if !j.Spec.Sealed {
 		return o, nil
 	}
 	v, werr := vouch(outDir, key, sp, code, end)

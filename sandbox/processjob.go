@@ -15,11 +15,12 @@ import (
 
 // How kbgen sandbox runs a step (`--launcher`).
 const (
-	// LauncherDocker is a `docker run` on a gpu-docker node (plan.go).
+	// LauncherDocker is a `docker run` on a gpu-docker node (package
+	// dockerargv).
 	LauncherDocker = "docker"
 	// LauncherProcess is a process under its own uid beside the sandbox,
 	// in the container the sandbox itself runs in: the Kubernetes
-	// backend's step (process.go).
+	// backend's step (package process).
 	LauncherProcess = "process"
 )
 

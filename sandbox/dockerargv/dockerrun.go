@@ -40,7 +40,7 @@ type Options struct {
 // GPUsLabel is the docker label on every container kbgen starts with GPUs:
 // their ids (Spec.GPUs), comma-separated. Only kbgen sets it (the
 // submission has no docker socket); the next job leased those GPUs reads
-// it to find a container left behind (sandbox's removeStale).
+// it to find a container left behind (sandbox.Launcher.RemoveStale).
 const GPUsLabel = "kbgen.gpus"
 
 // DockerRun combines the step's request (cfg) with this agent's placement
@@ -69,7 +69,7 @@ func DockerRun(cfg plugincfg.GPUDocker, pl Placement, host Host, opts Options) (
 		s.add(grant.flags...)
 		s.GPUs = grant.ids
 		// What the next job leased these GPUs looks for: a container a
-		// SIGKILLed sandbox left running on them (removeStale).
+		// SIGKILLed sandbox left running on them (sandbox.Launcher.RemoveStale).
 		s.add([]string{"--label", GPUsLabel + "=" + strings.Join(s.GPUs, ",")})
 	}
 	r, err := resourcesFor(cfg, pl, host)
