@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/signing"
@@ -26,8 +27,8 @@ func TestExitCode(t *testing.T) {
 		{"bad payload", jobErr, 65},
 		{"other", errors.New("a bug"), 1},
 	} {
-		if got := ExitCode(tc.err); got != tc.code {
-			t.Errorf("%s: ExitCode(%v) = %d, want %d", tc.name, tc.err, got, tc.code)
+		if got := exitcode.Of(withCode(tc.err)); got != tc.code {
+			t.Errorf("%s: exitcode.Of(withCode(%v)) = %d, want %d", tc.name, tc.err, got, tc.code)
 		}
 	}
 }

@@ -75,16 +75,19 @@ type Job struct {
 // plans the container (or, with LauncherProcess, the process:
 // newProcessJob) from what it read. Errors: those of ReadStep, and a
 // refusal of a step asking for more than its agent owns
-// (dockerargv.DockerRun).
+// (dockerargv.DockerRun). Each error carries its exit code (exitcode.Of).
 func NewJob(lookup contract.Lookup, req Request) (*Job, error) {
 	step, err := ReadStep(lookup, req)
 	if err != nil {
-		return nil, err
+		return nil, withCode(err)
 	}
+	var j *Job
 	if req.Launcher == LauncherProcess {
-		return newProcessJob(step, req)
+		j, err = newProcessJob(step, req)
+	} else {
+		j, err = newDockerJob(step, req)
 	}
-	return newDockerJob(step, req)
+	return j, withCode(err)
 }
 
 // newDockerJob plans a gpu-docker node's step: its stage, its `docker
@@ -237,6 +240,12 @@ type Outcome struct {
 // container never sees, only what it vouches for (see vouch). Stale
 // results there are removed first, so they cannot pass for this run's.
 func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, error) {
+	o, err := j.run(ctx, l, outDir)
+	return o, withCode(err)
+}
+
+// run is Run, its errors without their exit code.
+func (j *Job) run(ctx context.Context, l *Launcher, outDir string) (Outcome, error) {
 	if err := j.createStage(); err != nil {
 		return Outcome{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
 	"github.com/gpu-mode/kbgen/sandbox/gpuhealth/gpuhealthtest"
@@ -28,7 +29,7 @@ func TestJobRunRefusesADirtyGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = j.Run(context.Background(), l, t.TempDir())
-	if ExitCode(err) != 75 || !strings.Contains(err.Error(), "pid 999, miner") {
+	if exitcode.Of(err) != 75 || !strings.Contains(err.Error(), "pid 999, miner") {
 		t.Fatalf("dirty GPU: %v, want a refusal (75) naming the process", err)
 	}
 	if got := calls(t, dir); slices.ContainsFunc(got, func(c string) bool { return strings.HasPrefix(c, "run ") }) {

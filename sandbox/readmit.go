@@ -51,6 +51,12 @@ type Readmission struct {
 // systemd tries again after RestartSec.
 // logf reports the lease wait, a skipped check and a reset.
 func Readmit(ctx context.Context, lookup contract.Lookup, ifOut bool, logf func(string, ...any)) (Readmission, error) {
+	r, err := readmit(ctx, lookup, ifOut, logf)
+	return r, withCode(err)
+}
+
+// readmit is Readmit, its errors without their exit code.
+func readmit(ctx context.Context, lookup contract.Lookup, ifOut bool, logf func(string, ...any)) (Readmission, error) {
 	rt, ids := dockerargv.GPUsFromEnv(lookup)
 	if len(ids) == 0 {
 		return Readmission{}, refusal.Refusef("this agent has no GPU placement: %s or %s is not set (its agent.env, written by kbgen node install)", contract.EnvGPUUUID, contract.EnvGPURenderNode)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
@@ -115,10 +116,10 @@ func TestLeaseTimeoutIsNoFault(t *testing.T) {
 	defer other.Release()
 	for i := range FaultLimit + 1 {
 		_, err := j.Run(context.Background(), l, t.TempDir())
-		if ExitCode(err) != 75 {
+		if exitcode.Of(err) != 75 {
 			t.Fatalf("run %d: %v, want 75", i, err)
 		}
-		if note := j.RecordExit(ExitCode(err)); note != "" {
+		if note := j.RecordExit(exitcode.Of(err)); note != "" {
 			t.Fatalf("run %d: a lease timeout counted as a machine fault: %s", i, note)
 		}
 	}

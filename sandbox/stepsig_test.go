@@ -190,7 +190,7 @@ func TestStepSignatureOnHost(t *testing.T) {
 			env, argv := signedJob(t)
 			tt.change(env, &argv)
 			err := newJob(env, argv)
-			if got := ExitCode(err); got != tt.code {
+			if got := exitcode.Of(err); got != tt.code {
 				t.Fatalf("exit %d (%v), want %d", got, err, tt.code)
 			}
 			if tt.code == exitcode.BadJob && !errors.As(err, new(*signing.StepSignatureError)) {

@@ -3,7 +3,7 @@
 // config that cannot be read (ConfigError, exit 2: no agent can). Every
 // part of the sandbox (the docker argv, the lease, the GPU health check,
 // the process launcher) answers with these, and one exit-code mapping
-// (sandbox.ExitCode) reads them.
+// (the sandbox's entry points attach it; exitcode.Of reads it).
 package refusal
 
 import (

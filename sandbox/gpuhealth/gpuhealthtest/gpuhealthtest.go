@@ -61,7 +61,7 @@ func GPURow(uuid, used, ecc string) string {
 }
 
 // WantRefusal fails t unless err is a refusal (a RefusedError: exit 75,
-// sandbox.ExitCode) saying want; want "" wants no error.
+// exitcode.Of of sandbox's errors) saying want; want "" wants no error.
 func WantRefusal(t testing.TB, err error, want string) {
 	t.Helper()
 	if want == "" {
