@@ -17,7 +17,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/golden"
 	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/registry"
-	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // flavours maps a registry runtime to its Dockerfile and the ARG naming
@@ -103,12 +103,12 @@ func TestDockerfiles(t *testing.T) {
 				"-X github.com/gpu-mode/kbgen/internal/version.Version=${KBGEN_VERSION}",
 				"ARG GOPROXY=",
 				"./cmd/kbgen",
-				"COPY --from=kbgen /out/kbgen " + sandbox.ContainerRunner,
-				"USER " + sandbox.ContainerUser,
+				"COPY --from=kbgen /out/kbgen " + dockerargv.ContainerRunner,
+				"USER " + dockerargv.ContainerUser,
 				"python3-venv",
 				`"torch==${TORCH_VERSION}"`,
 				"import torch, triton",
-				`CMD ["` + sandbox.ContainerRunner + `", "run"]`,
+				`CMD ["` + dockerargv.ContainerRunner + `", "run"]`,
 			} {
 				if !strings.Contains(df, want) {
 					t.Errorf("lacks %q", want)

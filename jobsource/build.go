@@ -3,6 +3,7 @@ package jobsource
 import (
 	"io"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -11,7 +12,7 @@ import (
 // file is "", the KERNELBOT_PAYLOAD* variables lookup finds in the build
 // env. An unreadable file is a *UsageError; anything else wrong is a
 // payload job error.
-func FromBuild(file string, stdin io.Reader, lookup func(string) (string, bool)) (*payload.Input, error) {
+func FromBuild(file string, stdin io.Reader, lookup contract.Lookup) (*payload.Input, error) {
 	if file != "" {
 		data, err := ReadFile(file, stdin)
 		if err != nil {

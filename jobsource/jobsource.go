@@ -6,7 +6,6 @@
 package jobsource
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -58,12 +57,6 @@ func (e *UsageError) ExitCode() int { return exitcode.Usage }
 
 func usagef(format string, args ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, args...)}
-}
-
-// IsUsage reports whether err is a UsageError.
-func IsUsage(err error) bool {
-	var u *UsageError
-	return errors.As(err, &u)
 }
 
 // Load returns the job src names, validated and encoded. Errors are a

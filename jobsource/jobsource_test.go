@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -48,7 +49,7 @@ func TestLoadPicksOneSource(t *testing.T) {
 				got := ""
 				if err != nil {
 					got = err.Error()
-					if IsUsage(err) {
+					if exitcode.IsUsage(err) {
 						got = "usage:" + got
 					}
 				}

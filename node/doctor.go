@@ -15,6 +15,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // Check is one line of the doctor's report.
@@ -53,7 +54,7 @@ type Doctor struct {
 	// always does.
 	RunnerBinary string
 	// SandboxHost is what the sandbox's planner reads (device files, SMT).
-	SandboxHost sandbox.Host
+	SandboxHost dockerargv.Host
 	// NoGPU leaves the GPU flags out of the probe (tests on engines with
 	// no GPU runtime); the probe then sees no GPU and fails that part.
 	NoGPU bool

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 const probeImage = "kbgen-node-probe-busybox:1"
@@ -71,7 +71,7 @@ func TestDoctorProbeRealContainer(t *testing.T) {
 		CPUSet: "0", CPUs: 1, Mems: "0", Memory: "256m", MemoryBytes: 256 << 20,
 	}}}
 	d := &Doctor{Runner: ExecRunner{}, Image: probeImage, RunnerBinary: exe,
-		SandboxHost: sandbox.LocalHost(), NoGPU: true}
+		SandboxHost: dockerargv.LocalHost(), NoGPU: true}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := d.checkIsolation(ctx, p, &p.Agents[0], true)

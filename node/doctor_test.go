@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpu-mode/kbgen"
 	"github.com/gpu-mode/kbgen/internal/size"
-	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // fakeNode is a machine for the doctor: canned command output, and a
@@ -114,8 +114,8 @@ func h100Node(t *testing.T) *fakeNode {
 
 func newDoctor(root fs.FS, r Runner) *Doctor {
 	return &Doctor{Root: root, Runner: r, Image: "kbgen-runner:test", RunnerBinary: "/usr/local/bin/kbgen",
-		SandboxHost: sandbox.Host{SysfsRoot: "testdata/h100x8/sys", KFD: "/dev/kfd", Stat: func(string) (sandbox.Device, error) {
-			return sandbox.Device{CharDevice: true, GID: 44}, nil
+		SandboxHost: dockerargv.Host{SysfsRoot: "testdata/h100x8/sys", KFD: "/dev/kfd", Stat: func(string) (dockerargv.Device, error) {
+			return dockerargv.Device{CharDevice: true, GID: 44}, nil
 		}}}
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/gpuid"
-	"github.com/gpu-mode/kbgen/internal/lazyre"
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 )
 
 // GPU is one GPU as the agent that owns it must name it.
@@ -30,7 +30,7 @@ type GPU struct {
 
 // NvidiaSMIArgs is the query whose CSV output ParseNvidiaSMI reads; vendors
 // run the same command to make a --nvidia-smi fixture.
-var NvidiaSMIArgs = []string{"--query-gpu=index,uuid,pci.bus_id,name", "--format=csv,noheader"}
+var NvidiaSMIArgs = nvsmi.InventoryArgs
 
 // ParseNvidiaSMI parses `nvidia-smi --query-gpu=index,uuid,pci.bus_id,name
 // --format=csv,noheader` output.
@@ -73,23 +73,14 @@ func ParseNvidiaSMI(out []byte) ([]GPU, error) {
 	return gpus, nil
 }
 
-// pciBDF is a PCI bus:device.function (hex; a function is 0-7).
-var pciBDF = lazyre.New(`^[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$`)
-
-// normalizePCIBus turns nvidia-smi's "00000000:18:00.0" into sysfs's
-// "0000:18:00.0".
+// normalizePCIBus is nvsmi.BusID, a bad one being bad input (exit 2)
+// whichever file or tool it came from.
 func normalizePCIBus(s string) (string, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	dom, rest, ok := strings.Cut(s, ":")
-	if !ok || !pciBDF.MatchString(rest) {
-		// Bad input (exit 2), whichever file or tool it came from.
-		return "", exitcode.Usagef("bad PCI bus id %q", s)
+	bus, err := nvsmi.BusID(s)
+	if err != nil {
+		return "", exitcode.With(exitcode.Usage, err)
 	}
-	d, err := strconv.ParseUint(dom, 16, 32)
-	if err != nil || d > 0xffff {
-		return "", exitcode.Usagef("bad PCI bus id %q", s)
-	}
-	return fmt.Sprintf("%04x:%s", d, rest), nil
+	return bus, nil
 }
 
 // amdModels names the Instinct parts by PCI device id when rocm-smi output

@@ -44,7 +44,7 @@ func (d *Doctor) checkHousekeeping(p *Plan) Check {
 		if err != nil || !slices.Contains(housekeepingServices, strings.TrimSpace(string(comm))) {
 			continue
 		}
-		allowed, err := procAllowedCPUs(d.Root, e.Name())
+		allowed, err := cpulist.Allowed(d.Root, "proc/"+e.Name()) // <root>/proc/<pid>/status
 		if err != nil {
 			continue
 		}
@@ -61,19 +61,6 @@ func (d *Doctor) checkHousekeeping(p *Plan) Check {
 			len(offenders), seen, strings.Join(first(offenders, 5), ", "), p.HostCPUs, p.HousekeepingNextStep())
 	}
 	return pass(name, "%d host processes (%s) confined to %s", seen, strings.Join(housekeepingServices, ", "), p.HostCPUs)
-}
-
-func procAllowedCPUs(root fs.FS, pid string) (cpulist.Set, error) {
-	b, err := fs.ReadFile(root, "proc/"+pid+"/status")
-	if err != nil {
-		return nil, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return cpulist.Parse(strings.TrimSpace(v))
-		}
-	}
-	return nil, fmt.Errorf("no Cpus_allowed_list for pid %s", pid)
 }
 
 func first(s []string, n int) []string {

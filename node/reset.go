@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/sandbox/gpuhealth"
 )
 
 // ResetSudoers is the sudoers drop-in `kbgen node install
@@ -32,7 +32,7 @@ func resetSudoers(p *Plan, user string) ([]byte, error) {
 			if p.Runtime == contract.RuntimeROCm {
 				id = g.PCIBus
 			}
-			argv := sandbox.ResetArgv(p.Runtime, id)
+			argv := gpuhealth.ResetArgv(p.Runtime, id)
 			if argv == nil || slices.Contains(seen, id) {
 				continue
 			}

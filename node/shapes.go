@@ -268,7 +268,7 @@ func worstLink(set []int, links Links) string {
 
 // addShapes adds, for each shape, agents owning disjoint GPU sets chosen
 // by ChooseSets. A shape agent's CPUs, NUMA nodes and memory are those
-// of its GPUs' one-GPU agents together: the lease (sandbox/lease.go)
+// of its GPUs' one-GPU agents together: the lease (sandbox/lease/lease.go)
 // makes the two kinds take turns, so they never use them at once.
 func addShapes(p *Plan, shapes []Shape, links Links) error {
 	var whole []int

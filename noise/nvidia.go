@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 )
 
 // NVIDIAReport is the run's GPU before and after, as kbgen-nvml (NVML)
@@ -180,7 +182,7 @@ func (p *nvidiaProbe) sampleSMI(ctx context.Context) []nvidiaSample {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		apps, appsErr = runTool(ctx, p.env, "nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
+		apps, appsErr = runTool(ctx, p.env, "nvidia-smi", nvsmi.AppsArgs...)
 	}()
 	gpus, err := p.query(ctx)
 	wg.Wait()
@@ -209,7 +211,7 @@ func (p *nvidiaProbe) query(ctx context.Context) ([]gpuLine, error) {
 	defer p.mu.Unlock()
 	for ; p.level < len(gpuQueries); p.level++ {
 		fields := gpuQueries[p.level]
-		args := []string{"--query-gpu=" + strings.Join(fields, ","), "--format=csv,noheader,nounits"}
+		args := nvsmi.QueryGPU(fields...)
 		if p.gpu != "" {
 			args = append(args, "-i", p.gpu)
 		}
@@ -289,17 +291,8 @@ func parseGPU(out []byte, fields []string) (*GPUSample, string, error) {
 // parseApps reads --query-compute-apps lines on the GPU uuid.
 func parseApps(out []byte, uuid string) []GPUProcess {
 	var procs []GPUProcess
-	for line := range strings.Lines(string(out)) {
-		f := strings.Split(strings.TrimSpace(line), ",")
-		if len(f) != 4 || (uuid != "" && strings.TrimSpace(f[0]) != uuid) {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(f[1]))
-		if err != nil {
-			continue
-		}
-		mem, _ := strconv.ParseFloat(strings.TrimSpace(f[3]), 64)
-		procs = append(procs, GPUProcess{PID: pid, Name: strings.TrimSpace(f[2]), UsedMemoryMB: mem})
+	for _, a := range nvsmi.ParseApps(out, uuid) {
+		procs = append(procs, GPUProcess{PID: a.PID, Name: a.Name, UsedMemoryMB: a.UsedMiB})
 	}
 	return procs
 }

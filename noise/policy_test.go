@@ -8,38 +8,6 @@ import (
 	"github.com/gpu-mode/kbgen/internal/mdtext/mdtexttest"
 )
 
-func TestPolicyRoundTrip(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want Policy
-		err  string
-	}{
-		{in: "", want: Policy{MaxStealPercent: 5, MaxForeignPercent: 1}},
-		{in: "max_steal_percent=2.5,retry=true", want: Policy{MaxStealPercent: 2.5, MaxForeignPercent: 1, Retry: true}},
-		{in: "max_foreign_percent=3", want: Policy{MaxStealPercent: 5, MaxForeignPercent: 3}},
-		{in: "max_steal_percent=101", err: "between 0 and 100"},
-		{in: "retry=maybe", err: "retry"},
-		{in: "steal=5", err: `unknown key "steal"`},
-		{in: "retry", err: "not key=value"},
-	} {
-		got, err := ParsePolicy(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("ParsePolicy(%q) error = %v, want %q", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("ParsePolicy(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-			continue
-		}
-		back, err := ParsePolicy(got.String())
-		if err != nil || back != got {
-			t.Errorf("ParsePolicy(%q) = %+v, %v; want %+v back", got.String(), back, err, got)
-		}
-	}
-}
-
 func TestDecideRetry(t *testing.T) {
 	external := []Reason{{Run: "leaderboard", Source: "steal", External: true, Vouched: true, Message: "hypervisor steal 20.0 %"}}
 	// What the container reports about itself: external, not vouched.

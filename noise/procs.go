@@ -99,16 +99,7 @@ func parseProcStat(b []byte) (procTimes, bool) {
 
 // allowedCPUs reads Cpus_allowed_list from /proc/<pid>/status.
 func allowedCPUs(procRoot string, pid string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(procRoot, pid, "status"))
-	if err != nil {
-		return nil, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return cpulist.Parse(v)
-		}
-	}
-	return nil, os.ErrNotExist
+	return cpulist.Allowed(os.DirFS(procRoot), pid)
 }
 
 func foreignReport(procRoot string, self int, cpus []int, before, after map[int]procTimes, wallMS float64) ForeignReport {

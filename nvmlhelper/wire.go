@@ -12,7 +12,7 @@
 // back to nvidia-smi, which remains the reference.
 //
 // This package is pure Go: the wire types and the client. The helper's
-// side, which links go-nvml and so needs cgo, is nvmlhelper/serve.
+// side, which links go-nvml and so needs cgo, is nvmlhelper/nvmlserve.
 package nvmlhelper
 
 // Protocol is the version of this wire format. The helper says it in its

@@ -34,7 +34,7 @@ func SplitEnv(encoded string) map[string]string {
 // JoinEnv reassembles the encoded payload from an env lookup function (such
 // as os.LookupEnv). It returns KindNoPayload when neither form is present and
 // KindChecksum when the pieces do not match KERNELBOT_PAYLOAD_SHA256.
-func JoinEnv(lookup func(string) (string, bool)) (string, error) {
+func JoinEnv(lookup contract.Lookup) (string, error) {
 	encoded, ok := lookup(contract.EnvPayload)
 	if !ok || encoded == "" {
 		encoded = ""

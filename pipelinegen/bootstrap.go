@@ -51,7 +51,7 @@ func Bootstrap(ctx context.Context, o BootstrapOptions) error {
 	}
 	p, noJob, err := FromBuild(reg, o.Build, o.Options)
 	switch {
-	case IsUsage(err):
+	case exitcode.IsUsage(err):
 		return exitcode.With(exitcode.Usage, err)
 	case err != nil:
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/buildkite/go-pipeline"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/registry"
@@ -24,26 +25,22 @@ type Build struct {
 	// Queue is the vendor's queue; "" takes KERNELBOT_QUEUE.
 	Queue string
 	// Lookup reads the build env (KERNELBOT_*).
-	Lookup func(string) (string, bool)
+	Lookup contract.Lookup
 }
 
-// NoQueueError: the build names no queue.
+// NoQueueError: the build names no queue (the caller's mistake: exit 2).
 type NoQueueError struct{ Known []string }
+
+// ExitCode makes it exit 2 (exitcode.Coder).
+func (e *NoQueueError) ExitCode() int { return exitcode.Usage }
 
 func (e *NoQueueError) Error() string {
 	return fmt.Sprintf("no queue: pass --queue or set %s (known: %s)", contract.EnvQueue, strings.Join(e.Known, ", "))
 }
 
-// IsUsage reports whether err from FromBuild is the caller's mistake (an
-// unreadable payload file, no or an unknown queue) rather than the job's.
-func IsUsage(err error) bool {
-	var nq *NoQueueError
-	var uq *registry.UnknownQueueError
-	return jobsource.IsUsage(err) || errors.As(err, &nq) || errors.As(err, &uq)
-}
-
 // FromBuild is the pipeline for a build: the eval step for the job and
-// queue the build env names. A build without a job (an ordinary push, no
+// queue the build env names. The caller's mistakes (an unreadable payload
+// file, no or an unknown queue) carry exitcode.Usage (exitcode.IsUsage). A build without a job (an ordinary push, no
 // KERNELBOT_PAYLOAD and no PayloadFile) gets NoJobPipeline and noJob
 // true, so it passes.
 func FromBuild(reg *registry.Registry, b Build, opts Options) (p *pipeline.Pipeline, noJob bool, err error) {
@@ -64,6 +61,9 @@ func FromBuild(reg *registry.Registry, b Build, opts Options) (p *pipeline.Pipel
 		return nil, false, &NoQueueError{Known: reg.Queues()}
 	}
 	vendor, err := reg.Lookup(queue)
+	if _, unknown := errors.AsType[*registry.UnknownQueueError](err); unknown {
+		return nil, false, exitcode.With(exitcode.Usage, err)
+	}
 	if err != nil {
 		return nil, false, err
 	}

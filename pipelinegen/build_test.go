@@ -9,6 +9,7 @@ import (
 	"github.com/buildkite/go-pipeline"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/registry"
 )
@@ -56,8 +57,8 @@ func TestFromBuild(t *testing.T) {
 			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("error %v, want one containing %q", err, tc.err)
 			}
-			if IsUsage(err) != tc.usage || (err != nil && !tc.usage && !payload.IsJobError(err)) {
-				t.Fatalf("IsUsage(%v) = %v, job error %v; want usage %v", err, IsUsage(err), payload.IsJobError(err), tc.usage)
+			if exitcode.IsUsage(err) != tc.usage || (err != nil && !tc.usage && !payload.IsJobError(err)) {
+				t.Fatalf("IsUsage(%v) = %v, job error %v; want usage %v", err, exitcode.IsUsage(err), payload.IsJobError(err), tc.usage)
 			}
 			if err != nil {
 				return

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"github.com/gpu-mode/kbgen/noise"
 )
 
@@ -26,7 +27,7 @@ type CalibrateOptions struct {
 	// CPU the kernel is pinned to (its CPUs field is set here).
 	Noise *noise.Config
 	// Policy judges each run's noise record.
-	Policy noise.Policy
+	Policy noisepolicy.Policy
 }
 
 // Calibration is what one calibration measured.

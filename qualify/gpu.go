@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/nvmlhelper"
@@ -122,7 +123,7 @@ func (g *GPURunner) calibrate(ctx context.Context, a node.Agent, runs, reps int)
 		return nil, nil, fmt.Errorf("the GPU calibration printed no result: %q", firstLine(string(out)))
 	}
 	var reasons []string
-	for _, r := range s.Record(noise.Policy{}).Reasons {
+	for _, r := range s.Record(noisepolicy.Policy{}).Reasons {
 		if r.Source == "nvidia" {
 			reasons = append(reasons, r.Message)
 		}

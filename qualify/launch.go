@@ -13,6 +13,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // Launcher runs kbgen's calibration on an agent's placement.
@@ -34,7 +35,7 @@ type Docker struct {
 	Image string
 	// RunnerBinary is the host's static kbgen, mounted into the container.
 	RunnerBinary string
-	Host         sandbox.Host
+	Host         dockerargv.Host
 	NoGPU        bool
 	// Tag makes container names unique to this qualification.
 	Tag string
@@ -42,14 +43,14 @@ type Docker struct {
 
 func (d *Docker) Name() string { return "sandbox (docker)" }
 
-func (d *Docker) spec(a node.Agent, name string, args []string) (*sandbox.Spec, error) {
+func (d *Docker) spec(a node.Agent, name string, args []string) (*dockerargv.Spec, error) {
 	spec, err := sandbox.OnPlacement{
 		Placement:    a.EnvLookup(d.Plan.Runtime, d.Plan.CgroupVersion),
 		Image:        d.Image,
 		Runtime:      d.Plan.Runtime,
 		Host:         d.Host,
 		Name:         name,
-		Command:      append([]string{sandbox.ContainerRunner, "node", "calibrate"}, args...),
+		Command:      append([]string{dockerargv.ContainerRunner, "node", "calibrate"}, args...),
 		RunnerBinary: d.RunnerBinary,
 		NoGPU:        d.NoGPU,
 	}.DockerRun()

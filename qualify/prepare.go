@@ -10,6 +10,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/node"
 	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // GPUMode says whether the GPU part runs: auto where torch sees a GPU, on
@@ -74,7 +75,7 @@ func (s Setup) launcher(p *node.Plan, self string) (Launcher, error) {
 	if err := sandbox.CheckStatic(self); err != nil {
 		return nil, exitcode.With(exitcode.Usage, err)
 	}
-	return &Docker{Plan: p, Image: image, RunnerBinary: self, Host: sandbox.LocalHost(),
+	return &Docker{Plan: p, Image: image, RunnerBinary: self, Host: dockerargv.LocalHost(),
 		NoGPU: s.NoGPU, Tag: strconv.Itoa(os.Getpid())}, nil
 }
 

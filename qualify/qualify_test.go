@@ -16,7 +16,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/node"
-	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // fakeLauncher returns canned calibrations: --runs times taken in turn
@@ -221,7 +221,7 @@ func TestDirectOnThisMachine(t *testing.T) {
 func TestSandboxOnThisMachine(t *testing.T) {
 	testimage.RequireDocker(t)
 	plan := machinePlan(t)
-	d := &Docker{Plan: plan, Image: testimage.Busybox(t), RunnerBinary: kbgenbin.Path(t), Host: sandbox.LocalHost(), NoGPU: true, Tag: fmt.Sprint(os.Getpid())}
+	d := &Docker{Plan: plan, Image: testimage.Busybox(t), RunnerBinary: kbgenbin.Path(t), Host: dockerargv.LocalHost(), NoGPU: true, Tag: fmt.Sprint(os.Getpid())}
 	r, err := Qualify(context.Background(), Options{Plan: plan, Launcher: d, Runs: 3, Reps: 2, RepDuration: 3 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

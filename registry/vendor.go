@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -27,7 +27,7 @@ type Vendor struct {
 	// Noise is the queue's noise policy: the thresholds above which a
 	// timed run is noisy, and whether external noise is retried once
 	// (docs/formats.md#vendor-registry). Absent: the defaults, no retry.
-	Noise *noise.Policy `yaml:"noise,omitempty"`
+	Noise *noisepolicy.Policy `yaml:"noise,omitempty"`
 	// Modes are the modes a job may run in on this queue; absent: all.
 	// A queue of MIG slices lists [test]: a slice's timings are not a
 	// whole GPU's, so nothing ranked runs there.

@@ -8,7 +8,6 @@ import (
 	"syscall"
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
-	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -53,7 +52,7 @@ func FaultOf(err error) Fault {
 	switch {
 	case errors.As(err, &re):
 		return re.Fault
-	case jobsource.IsUsage(err):
+	case exitcode.IsUsage(err):
 		return FaultUsage
 	case payload.IsJobError(err):
 		return FaultJob

@@ -15,6 +15,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/nvmlhelper"
@@ -296,7 +297,7 @@ func (o RunOptions) judgeNoise(s *noise.Sampler, mode payload.Mode, completed bo
 	if s == nil || !s.Measured() {
 		return nil
 	}
-	policy, err := noise.ParsePolicy(o.getenv(contract.EnvNoisePolicy))
+	policy, err := noisepolicy.Parse(o.getenv(contract.EnvNoisePolicy))
 	if err != nil {
 		logf(o.Log, "%v; using the default noise policy", err)
 		policy = noise.Policy{}.WithDefaults()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/lazyre"
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -115,7 +116,7 @@ func probeGPUs(ctx context.Context, env []string) gpusSeen {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		nv, nvErr = probeOutput(ctx, env, "nvidia-smi", "--query-gpu=name", "--format=csv,noheader")
+		nv, nvErr = probeOutput(ctx, env, append([]string{"nvidia-smi"}, nvsmi.NameArgs...)...)
 	}()
 	go func() {
 		defer wg.Done()

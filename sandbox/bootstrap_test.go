@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpu-mode/kbgen/internal/bkagent"
-	"github.com/gpu-mode/kbgen/jobsource"
-	"github.com/gpu-mode/kbgen/plugincfg"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +16,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpu-mode/kbgen/internal/bkagent"
+	"github.com/gpu-mode/kbgen/jobsource"
+	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 
 	"github.com/gpu-mode/kbgen/examples"
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -338,7 +340,7 @@ func TestBootstrapPythonJob(t *testing.T) {
 func TestBootstrapCancel(t *testing.T) {
 	image := testimage.Busybox(t)
 	j := newAgentJob(t, image, smallConfig(), "sleep 300")
-	name := ContainerName(j.env["BUILDKITE_JOB_ID"])
+	name := dockerargv.ContainerName(j.env["BUILDKITE_JOB_ID"])
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
 
 	cmd := exec.Command(filepath.Join(strings.SplitN(j.env["PATH"], ":", 2)[0], "buildkite-agent"), "bootstrap")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // PluginName is the name the agent derives from the plugin's source
@@ -20,7 +21,7 @@ const PluginName = "gpu-docker"
 // plugin's hooks. BUILDKITE_PLUGINS is preferred when it names the plugin,
 // because it keeps JSON types; the flat BUILDKITE_PLUGIN_GPU_DOCKER_* vars,
 // which every agent sets, are the fallback.
-func ConfigFromEnv(lookup func(string) (string, bool)) (plugincfg.GPUDocker, error) {
+func ConfigFromEnv(lookup contract.Lookup) (plugincfg.GPUDocker, error) {
 	if js, ok := lookup(contract.EnvPlugins); ok && strings.TrimSpace(js) != "" {
 		raw, found, err := pluginFromJSON([]byte(js))
 		if err != nil {
@@ -37,7 +38,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (plugincfg.GPUDocker, err
 		}
 	}
 	if len(raw) == 0 {
-		return plugincfg.GPUDocker{}, configErrorf("", "no %s plugin in %s and no %s* variables: run this from the plugin's command hook", PluginName, contract.EnvPlugins, plugincfg.EnvPrefix)
+		return plugincfg.GPUDocker{}, refusal.ConfigErrorf("", "no %s plugin in %s and no %s* variables: run this from the plugin's command hook", PluginName, contract.EnvPlugins, plugincfg.EnvPrefix)
 	}
 	return configFromMap(raw)
 }
@@ -47,7 +48,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (plugincfg.GPUDocker, err
 func pluginFromJSON(js []byte) (map[string]any, bool, error) {
 	var list []map[string]json.RawMessage
 	if err := json.Unmarshal(js, &list); err != nil {
-		return nil, false, configErrorf("", "%s is not a JSON list of plugins: %v", contract.EnvPlugins, err)
+		return nil, false, refusal.ConfigErrorf("", "%s is not a JSON list of plugins: %v", contract.EnvPlugins, err)
 	}
 	for _, entry := range list {
 		for source, cfg := range entry {
@@ -59,7 +60,7 @@ func pluginFromJSON(js []byte) (map[string]any, bool, error) {
 				dec := json.NewDecoder(bytes.NewReader(cfg))
 				dec.UseNumber()
 				if err := dec.Decode(&raw); err != nil {
-					return nil, false, configErrorf("", "%s: the %s config is not a JSON object: %v", contract.EnvPlugins, source, err)
+					return nil, false, refusal.ConfigErrorf("", "%s: the %s config is not a JSON object: %v", contract.EnvPlugins, source, err)
 				}
 			}
 			return raw, true, nil
@@ -104,7 +105,7 @@ func configFromMap(raw map[string]any) (plugincfg.GPUDocker, error) {
 	for key, val := range raw {
 		i, ok := known[key]
 		if !ok {
-			return c, configErrorf(key, "unknown key (known: %s)", strings.Join(configKeys(), ", "))
+			return c, refusal.ConfigErrorf(key, "unknown key (known: %s)", strings.Join(configKeys(), ", "))
 		}
 		s := scalarText(val)
 		if s == "" {
@@ -117,11 +118,11 @@ func configFromMap(raw map[string]any) (plugincfg.GPUDocker, error) {
 		case reflect.Int:
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 0 {
-				return c, configErrorf(key, "%q is not a non-negative integer", s)
+				return c, refusal.ConfigErrorf(key, "%q is not a non-negative integer", s)
 			}
 			f.SetInt(int64(n))
 		default:
-			return c, configErrorf(key, "unsupported field kind %s", f.Kind())
+			return c, refusal.ConfigErrorf(key, "unsupported field kind %s", f.Kind())
 		}
 	}
 	return c, nil

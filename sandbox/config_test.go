@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -63,7 +64,7 @@ func TestConfigFromEnvErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := ConfigFromEnv(lookup(tt.env))
-			if !IsConfigError(err) || !strings.Contains(err.Error(), tt.want) {
+			if !refusal.IsConfigError(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want a config error mentioning %q", err, tt.want)
 			}
 		})

@@ -19,6 +19,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // testTmp holds what the whole test process shares (the static kbgen).
@@ -64,18 +65,18 @@ func runInSandbox(t *testing.T, cfg plugincfg.GPUDocker, script string) containe
 		contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: cpu, contract.EnvMems: "0", contract.EnvMemory: "256m",
 		"KERNELBOT_RUN_ID": "run-1", "BUILDKITE_AGENT_ACCESS_TOKEN": plantedSecret, "AWS_SECRET_ACCESS_KEY": plantedSecret,
 	}
-	pl, err := PlacementFromEnv(lookup(hostEnv))
+	pl, err := dockerargv.PlacementFromEnv(lookup(hostEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := ContainerName(strings.NewReplacer("/", "-", "#", "-").Replace(t.Name()))
+	name := dockerargv.ContainerName(strings.NewReplacer("/", "-", "#", "-").Replace(t.Name()))
 	stage := NewStage(t.TempDir(), name, true)
 	if err := stage.Create("eJx-payload-" + plantedSecret); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := DockerRun(cfg, pl, LocalHost(), Options{
+	spec, err := dockerargv.DockerRun(cfg, pl, dockerargv.LocalHost(), dockerargv.Options{
 		Name: name, Command: []string{"sh", "-c", script}, RunnerBinary: kbgen,
-		PayloadFile: stage.PayloadFile, Env: ContainerEnv(lookup(hostEnv)), NoGPU: true,
+		PayloadFile: stage.PayloadFile, Env: dockerargv.ContainerEnv(lookup(hostEnv)), NoGPU: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func TestContainerIsolation(t *testing.T) {
 		"memory.max":    strconv.Itoa(192 << 20),
 		"pids.max":      "128",
 		"shm_kb":        strconv.Itoa(32 << 10),
-		"shm_inodes":    strconv.Itoa(ShmInodes),
+		"shm_inodes":    strconv.Itoa(dockerargv.ShmInodes),
 		"net":           "lo",
 		"capeff":        "0000000000000000",
 		"capbnd":        "0000000000000000",
@@ -195,9 +196,9 @@ func TestContainerIsolation(t *testing.T) {
 		"out":           "writable",
 		"out_fs":        "tmpfs",
 		"out_kb":        strconv.Itoa(192 << 10),
-		"out_inodes":    strconv.Itoa(OutDirInodes),
-		"work_inodes":   strconv.Itoa(ScratchInodes),
-		"tmp_inodes":    strconv.Itoa(ScratchInodes),
+		"out_inodes":    strconv.Itoa(dockerargv.OutDirInodes),
+		"work_inodes":   strconv.Itoa(dockerargv.ScratchInodes),
+		"tmp_inodes":    strconv.Itoa(dockerargv.ScratchInodes),
 		"runner":        "kbgen",
 		"env_buildkite": "0",
 		"env_secret":    "0",
@@ -326,18 +327,18 @@ func runInSandboxImage(t *testing.T) string {
 }
 
 // plannedSpec plans script under busybox sh on CPU 0 with small limits.
-func plannedSpec(t *testing.T, image, name, script string) *Spec {
+func plannedSpec(t *testing.T, image, name, script string) *dockerargv.Spec {
 	t.Helper()
-	pl, err := PlacementFromEnv(lookup(map[string]string{contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: "0", contract.EnvMems: "0", contract.EnvMemory: "128m"}))
+	pl, err := dockerargv.PlacementFromEnv(lookup(map[string]string{contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: "0", contract.EnvMems: "0", contract.EnvMemory: "128m"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stage := NewStage(t.TempDir(), ContainerName(name), false)
+	stage := NewStage(t.TempDir(), dockerargv.ContainerName(name), false)
 	if err := stage.Create(""); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := DockerRun(plugincfg.GPUDocker{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
-		Name: ContainerName(name), Command: []string{"sh", "-c", script}, RunnerBinary: kbgenbin.Path(t), NoGPU: true,
+	spec, err := dockerargv.DockerRun(plugincfg.GPUDocker{Image: image, Runtime: "nvidia"}, pl, dockerargv.LocalHost(), dockerargv.Options{
+		Name: dockerargv.ContainerName(name), Command: []string{"sh", "-c", script}, RunnerBinary: kbgenbin.Path(t), NoGPU: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -351,14 +352,14 @@ func plannedSpec(t *testing.T, image, name, script string) *Spec {
 // real container (exit 143) and leaves nothing behind.
 func TestContainerStaleAndSignals(t *testing.T) {
 	image := testimage.Busybox(t)
-	name := ContainerName("stale-and-signals")
+	name := dockerargv.ContainerName("stale-and-signals")
 	if out, err := exec.Command("docker", "run", "-d", "--name", name, image, "sleep", "300").CombinedOutput(); err != nil {
 		t.Fatalf("starting the stale container: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
 
 	kbgen := kbgenbin.Path(t)
-	pl, err := PlacementFromEnv(lookup(map[string]string{contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: "0", contract.EnvMems: "0", contract.EnvMemory: "128m"}))
+	pl, err := dockerargv.PlacementFromEnv(lookup(map[string]string{contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: "0", contract.EnvMems: "0", contract.EnvMemory: "128m"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +367,7 @@ func TestContainerStaleAndSignals(t *testing.T) {
 	if err := stage.Create(""); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := DockerRun(plugincfg.GPUDocker{Image: image, Runtime: "nvidia"}, pl, LocalHost(), Options{
+	spec, err := dockerargv.DockerRun(plugincfg.GPUDocker{Image: image, Runtime: "nvidia"}, pl, dockerargv.LocalHost(), dockerargv.Options{
 		Name: name, Command: []string{"sh", "-c", "echo started; sleep 300"}, RunnerBinary: kbgen, NoGPU: true,
 	})
 	if err != nil {
@@ -411,14 +412,14 @@ func TestContainerStaleOnLeasedGPU(t *testing.T) {
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	leftover, other, next := "kbgen-leftover-"+suffix, "kbgen-other-"+suffix, "kbgen-next-"+suffix
 	for name, gpu := range map[string]string{leftover: "GPU-x-" + suffix, other: "GPU-y-" + suffix} {
-		if out, err := exec.Command("docker", "run", "-d", "--rm", "--name", name, "--label", GPUsLabel+"="+gpu, image, "sleep", "300").CombinedOutput(); err != nil {
+		if out, err := exec.Command("docker", "run", "-d", "--rm", "--name", name, "--label", dockerargv.GPUsLabel+"="+gpu, image, "sleep", "300").CombinedOutput(); err != nil {
 			t.Fatalf("starting %s: %v: %s", name, err, out)
 		}
 		t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", next).Run() })
-	spec := &Spec{Name: next, GPUs: []string{"GPU-x-" + suffix}, Lines: [][]string{
-		{"run"}, {"--name", next}, {"--rm"}, {"--label", GPUsLabel + "=GPU-x-" + suffix}, {image}, {"true"},
+	spec := &dockerargv.Spec{Name: next, GPUs: []string{"GPU-x-" + suffix}, Lines: [][]string{
+		{"run"}, {"--name", next}, {"--rm"}, {"--label", dockerargv.GPUsLabel + "=GPU-x-" + suffix}, {image}, {"true"},
 	}}
 	var logs syncbuf.Buffer
 	l := &Launcher{Stdout: io.Discard, Stderr: io.Discard, Log: &logs, StopTimeout: 5 * time.Second}

@@ -7,20 +7,29 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
-// ExitCode is kbgen sandbox's exit code for an error from NewJob or
-// Job.Run: a refusal is this agent's (75, retried elsewhere), a bad plugin
-// config the step's (2), a re-routed or tampered step or a bad payload the
-// job's (65).
-func ExitCode(err error) int {
+// withCode attaches kbgen sandbox's exit code to an error of NewJob,
+// Job.Run or Readmit (exitcode.Of reads it, once, in the CLI).
+func withCode(err error) error {
+	if err == nil {
+		return nil
+	}
+	return exitcode.With(codeOf(err), err)
+}
+
+// codeOf is kbgen sandbox's exit code for err: a refusal is this
+// agent's (75, retried elsewhere), a bad plugin config the step's (2), a
+// re-routed or tampered step or a bad payload the job's (65).
+func codeOf(err error) int {
 	switch {
 	case err == nil:
 		return exitcode.OK
-	case IsRefused(err):
+	case refusal.IsRefused(err):
 		return exitcode.TempFail
-	case IsConfigError(err):
+	case refusal.IsConfigError(err):
 		return exitcode.Usage
 	case errors.As(err, new(*signing.MisroutedError)), errors.As(err, new(*signing.StepSignatureError)), payload.IsJobError(err):
 		return exitcode.BadJob

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -19,14 +21,14 @@ func TestExitCode(t *testing.T) {
 		code int
 	}{
 		{"none", nil, 0},
-		{"refused", refusef("no GPU placement"), 75},
-		{"plugin config", &ConfigError{Msg: "unknown key"}, 2},
+		{"refused", refusal.Refusef("no GPU placement"), 75},
+		{"plugin config", &refusal.ConfigError{Msg: "unknown key"}, 2},
 		{"re-routed step", &signing.MisroutedError{}, 65},
 		{"bad payload", jobErr, 65},
 		{"other", errors.New("a bug"), 1},
 	} {
-		if got := ExitCode(tc.err); got != tc.code {
-			t.Errorf("%s: ExitCode(%v) = %d, want %d", tc.name, tc.err, got, tc.code)
+		if got := exitcode.Of(withCode(tc.err)); got != tc.code {
+			t.Errorf("%s: exitcode.Of(withCode(%v)) = %d, want %d", tc.name, tc.err, got, tc.code)
 		}
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/golden"
 	"github.com/gpu-mode/kbgen/registry"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -23,16 +26,16 @@ var goldenPlacements = []struct {
 	runtime contract.Runtime
 	env     map[string]string
 }{
-	{"8xh100-gpu3", contract.RuntimeNVIDIA, nvidiaPlacementEnv()},
+	{"8xh100-gpu3", contract.RuntimeNVIDIA, dockerargvtest.NVIDIAPlacementEnv()},
 	{"2xl40s-gpu1", contract.RuntimeNVIDIA, map[string]string{
 		contract.EnvGPUIndex: "1", contract.EnvGPUUUID: "GPU-0a1b2c3d-4e5f-4061-8293-a4b5c6d7e8f9",
 		contract.EnvCPUSet: "9-15", contract.EnvMems: "0", contract.EnvMemory: "120g",
 	}},
-	{"8xmi300x-gpu5", contract.RuntimeROCm, rocmPlacementEnv()},
+	{"8xmi300x-gpu5", contract.RuntimeROCm, dockerargvtest.ROCmPlacementEnv()},
 	// Multi-GPU agents: the whole node's GPUs, CPUs on both NUMA nodes.
-	{"8xh100-x8", contract.RuntimeNVIDIA, multiGPUPlacementEnv(contract.RuntimeNVIDIA, 8)},
-	{"4xl4-x4", contract.RuntimeNVIDIA, multiGPUPlacementEnv(contract.RuntimeNVIDIA, 4)},
-	{"8xmi300x-x8", contract.RuntimeROCm, multiGPUPlacementEnv(contract.RuntimeROCm, 8)},
+	{"8xh100-x8", contract.RuntimeNVIDIA, dockerargvtest.MultiGPUPlacementEnv(contract.RuntimeNVIDIA, 8)},
+	{"4xl4-x4", contract.RuntimeNVIDIA, dockerargvtest.MultiGPUPlacementEnv(contract.RuntimeNVIDIA, 4)},
+	{"8xmi300x-x8", contract.RuntimeROCm, dockerargvtest.MultiGPUPlacementEnv(contract.RuntimeROCm, 8)},
 }
 
 // TestGoldenArgv plans the eval step the generator emits for every vendor
@@ -45,9 +48,9 @@ func TestGoldenArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	devices := multiGPUDevices()
-	maps.Copy(devices, amdDevices)
-	host := fakeHost(t, devices)
+	devices := dockerargvtest.MultiGPUDevices()
+	maps.Copy(devices, dockerargvtest.AMDDevices)
+	host := dockerargvtest.FakeHost(t, devices)
 	dir := filepath.Join("..", "golden", "sandbox")
 	seen := map[string]bool{}
 	for _, v := range reg.Vendors {
@@ -109,28 +112,28 @@ func agentEnv(t *testing.T, step *pipeline.CommandStep, placement map[string]str
 }
 
 // planText is what `kbgen sandbox --dry-run` would print, or its refusal.
-func planText(env map[string]string, host Host) string {
+func planText(env map[string]string, host dockerargv.Host) string {
 	look := lookup(env)
 	cfg, err := ConfigFromEnv(look)
 	if err != nil {
 		return "error: " + err.Error() + "\n"
 	}
-	pl, err := PlacementFromEnv(look)
+	pl, err := dockerargv.PlacementFromEnv(look)
 	if err != nil {
 		return "error: " + err.Error() + "\n"
 	}
-	name := ContainerName(env["BUILDKITE_JOB_ID"])
+	name := dockerargv.ContainerName(env["BUILDKITE_JOB_ID"])
 	stage := NewStage("/var/lib/buildkite-agent/tmp", name, true)
-	s, err := DockerRun(cfg, pl, host, Options{
+	s, err := dockerargv.DockerRun(cfg, pl, host, dockerargv.Options{
 		Name:         name,
 		Command:      strings.Fields(env["BUILDKITE_COMMAND"]),
 		RunnerBinary: "/usr/local/bin/kbgen",
 		PayloadFile:  stage.PayloadFile,
-		Env:          ContainerEnv(look),
+		Env:          dockerargv.ContainerEnv(look),
 	})
 	if err != nil {
 		code := 2
-		if IsRefused(err) {
+		if refusal.IsRefused(err) {
 			code = 75
 		}
 		return fmt.Sprintf("exit %d: %v\n", code, err)
@@ -150,7 +153,7 @@ func checkGolden(t *testing.T, path, got string) {
 // (steps.KubernetesCommand), as `--dry-run` prints it: the environment
 // the agent's bootstrap has there (the image's, the agent's own directory
 // first on PATH, the build path under /workspace, the token).
-func podPlanText(t *testing.T, v *registry.Vendor, host Host) string {
+func podPlanText(t *testing.T, v *registry.Vendor, host dockerargv.Host) string {
 	t.Helper()
 	env := agentEnv(t, exampleEvalStep(t, v), map[string]string{
 		"PATH":                         steps.KubernetesWorkspace + ":/opt/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -163,8 +166,12 @@ func podPlanText(t *testing.T, v *registry.Vendor, host Host) string {
 		// An NVIDIA pod has no /dev/kfd or render nodes.
 		host.KFD, host.Glob = "", func(string) ([]string, error) { return nil, nil }
 	}
-	req := Request{Launcher: LauncherProcess, Command: strings.Fields(steps.RunCommand), RunnerBinary: ContainerRunner, Protect: []string{steps.KubernetesWorkspace}, Host: &host}
-	j, err := newProcessJob(lookup(env), req, jobInput{encoded: "-", hasPayload: true, jobID: env["BUILDKITE_JOB_ID"]})
+	req := Request{Launcher: LauncherProcess, Command: strings.Fields(steps.RunCommand), RunnerBinary: dockerargv.ContainerRunner, Protect: []string{steps.KubernetesWorkspace}, Host: &host}
+	step, err := processStep(lookup(env), req, jobInput{encoded: "-", hasPayload: true, jobID: env["BUILDKITE_JOB_ID"]})
+	if err != nil {
+		return "error: " + err.Error() + "\n"
+	}
+	j, err := newProcessJob(step, req)
 	if err != nil {
 		return "error: " + err.Error() + "\n"
 	}

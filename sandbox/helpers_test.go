@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/buildkite/go-pipeline"
 	"github.com/gpu-mode/kbgen/internal/contract"
-	"github.com/gpu-mode/kbgen/internal/cpulist"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/registry"
@@ -18,35 +16,6 @@ import (
 
 // lookup turns a map into an env lookup function.
 var lookup = contract.MapLookup
-
-// fakeSysfs writes thread_siblings_list files for cores given as sibling
-// lists ("0,4" for CPUs 0 and 4 on one core) and returns the sysfs root.
-func fakeSysfs(t testing.TB, cores ...cpulist.Set) string {
-	t.Helper()
-	root := t.TempDir()
-	for _, core := range cores {
-		for _, c := range core {
-			dir := filepath.Join(root, "devices/system/cpu", "cpu"+strconv.Itoa(c), "topology")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "thread_siblings_list"), []byte(core.String()+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return root
-}
-
-// smtPairs describes a machine whose CPU n and n+offset share a core, for
-// n in [0, offset).
-func smtPairs(offset int) []cpulist.Set {
-	cores := make([]cpulist.Set, offset)
-	for n := range offset {
-		cores[n] = cpulist.Set{n, n + offset}
-	}
-	return cores
-}
 
 // sealerMain is the test binary run by testdata/fake-docker as the sealing
 // runner (KBGEN_TEST_SEALER names the steering dir): the key from stdin,
@@ -114,4 +83,11 @@ func exampleEvalStep(t *testing.T, v *registry.Vendor) *pipeline.CommandStep {
 		t.Fatal(err)
 	}
 	return p.Steps[0].(*pipeline.CommandStep)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/testimage"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // hookPath is the gpu-docker plugin's command hook in this checkout.
@@ -102,7 +103,7 @@ func TestBootstrapKilledJobResultsRemovedByNext(t *testing.T) {
 	image := testimage.Busybox(t)
 	j := newAgentJob(t, image, smallConfig(), "sleep 300")
 	base := j.env["BUILDKITE_BUILD_PATH"]
-	name := ContainerName(j.env["BUILDKITE_JOB_ID"])
+	name := dockerargv.ContainerName(j.env["BUILDKITE_JOB_ID"])
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
 
 	cmd := exec.Command(filepath.Join(strings.SplitN(j.env["PATH"], ":", 2)[0], "buildkite-agent"), "bootstrap")
@@ -130,7 +131,9 @@ func TestBootstrapKilledJobResultsRemovedByNext(t *testing.T) {
 
 	j.env["BUILDKITE_JOB_ID"] = strings.Replace(j.env["BUILDKITE_JOB_ID"], "0190a1b2", "0190a1b3", 1)
 	j.env["BUILDKITE_COMMAND"] = "true"
-	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", ContainerName(j.env["BUILDKITE_JOB_ID"])).Run() })
+	t.Cleanup(func() {
+		_ = exec.Command("docker", "rm", "-f", dockerargv.ContainerName(j.env["BUILDKITE_JOB_ID"])).Run()
+	})
 	j.run(t)
 	if got := resultDirs(t, base); len(got) != 0 {
 		t.Errorf("after the next job the build path holds %v, want none", got)

@@ -17,6 +17,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // forgedMarker is in every result a hostile submission forges; it must
@@ -172,8 +173,8 @@ echo "hostile: dd=$dd big_kb=$(du -k /kbgen/out/big | cut -f1) files=$i dirs=$k"
 	if f["dd"] == "" {
 		t.Fatalf("the submission did not report what it wrote\nlog:\n%s", tail(r.log, 30))
 	}
-	if f["dd"] == "0" || atoi(f["big_kb"]) > int(OutDirSize>>10) || atoi(f["files"]) >= OutDirInodes || atoi(f["dirs"]) >= OutDirInodes {
-		t.Errorf("the out dir was not bounded: %v (want < %d KiB and < %d inodes)\nlog:\n%s", f, OutDirSize>>10, OutDirInodes, tail(r.log, 30))
+	if f["dd"] == "0" || atoi(f["big_kb"]) > int(dockerargv.OutDirSize>>10) || atoi(f["files"]) >= dockerargv.OutDirInodes || atoi(f["dirs"]) >= dockerargv.OutDirInodes {
+		t.Errorf("the out dir was not bounded: %v (want < %d KiB and < %d inodes)\nlog:\n%s", f, dockerargv.OutDirSize>>10, dockerargv.OutDirInodes, tail(r.log, 30))
 	}
 	if r.out.Vouch == nil {
 		t.Fatal("no result vouched for")

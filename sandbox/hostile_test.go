@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // TestHostileSubmissionsInContainer is the sandbox's half of the hostile
@@ -51,11 +52,11 @@ func TestHostileSubmissionsInContainer(t *testing.T) {
 func TestHostileFillsShmInodes(t *testing.T) {
 	cfg := plugincfg.GPUDocker{GPUs: 1, CPUs: 1, Memory: "256m", ShmSize: "16m", PidsLimit: 128, Network: "none"}
 	script := fmt.Sprintf(`cd /dev/shm && seq 1 70000 | xargs touch 2>/dev/null; n=$(ls | wc -l); echo "shm_files=$n"
-[ "$n" -ge %d ] && [ "$n" -lt %d ] && echo bounded`, ShmInodes-16, ShmInodes)
+[ "$n" -ge %d ] && [ "$n" -lt %d ] && echo bounded`, dockerargv.ShmInodes-16, dockerargv.ShmInodes)
 	r := runInSandbox(t, cfg, script)
 	t.Logf("%s", strings.TrimSpace(r.stdout))
 	if !strings.Contains(r.stdout, "bounded") {
-		t.Errorf("/dev/shm's files were not stopped just below %d: exit %d\nstdout:\n%s\nstderr:\n%s", ShmInodes, r.code, r.stdout, r.stderr)
+		t.Errorf("/dev/shm's files were not stopped just below %d: exit %d\nstdout:\n%s\nstderr:\n%s", dockerargv.ShmInodes, r.code, r.stdout, r.stderr)
 	}
 }
 

@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/gpuhealth"
+	"github.com/gpu-mode/kbgen/sandbox/gpuhealth/gpuhealthtest"
 )
 
 // forgedXidFile is the name of the file the hostile submission crashes
 // in: the kernel's trap record names it, and it reads as the driver's
-// "GPU has fallen off the bus" for the GPU at 3b (cleanUUID).
+// "GPU has fallen off the bus" for the GPU at 3b (gpuhealthtest.CleanUUID).
 const forgedXidFile = " NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus."
 
 // forgedTrapRecord is the record Linux prints for that crash: x86's
@@ -81,21 +84,21 @@ func TestHostileForgedXidCrash(t *testing.T) {
 	if elf == nil {
 		t.Skipf("no crashing executable written for %s", runtime.GOARCH)
 	}
-	klog, real := DefaultKernelLog, true
-	if _, err := readKernelLog(DefaultKernelLog); err != nil {
+	klog, real := gpuhealth.DefaultKernelLog, true
+	if _, err := gpuhealth.ReadKernelLog(gpuhealth.DefaultKernelLog); err != nil {
 		klog, real = filepath.Join(t.TempDir(), "kmsg"), false
 		must(t, os.WriteFile(klog, []byte("6,1,0,-;baseline\n"), 0o644))
-		t.Logf("%s not readable here (%v): the check reads the kernel's documented record for the crash", DefaultKernelLog, err)
+		t.Logf("%s not readable here (%v): the check reads the kernel's documented record for the crash", gpuhealth.DefaultKernelLog, err)
 	}
-	path := standInSMI(t, gpuRow(cleanUUID, "1", "0")+gpuRow(otherUUID, "1", "0"), "")
+	path := gpuhealthtest.StandInSMI(t, gpuhealthtest.GPURow(gpuhealthtest.CleanUUID, "1", "0")+gpuhealthtest.GPURow(gpuhealthtest.OtherUUID, "1", "0"), "")
 	state := t.TempDir()
-	c := GPUCheck{StateDir: state, KernelLog: klog, Reset: true, Lookup: func(k string) (string, bool) { return path, k == "PATH" }}
-	ids := []string{cleanUUID, otherUUID}
+	c := gpuhealth.Check{StateDir: state, KernelLog: klog, Reset: true, Path: path}
+	ids := []string{gpuhealthtest.CleanUUID, gpuhealthtest.OtherUUID}
 	for _, id := range ids { // the first check sets each GPU's baseline
-		wantRefusal(t, c.Check(context.Background(), "nvidia", []string{id}), "")
+		gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{id}), "")
 	}
 	since := newestSeq(t, klog)
-	f := ContainerWorkDir + "/" + forgedXidFile
+	f := dockerargv.ContainerWorkDir + "/" + forgedXidFile
 	script := fmt.Sprintf("printf '%s' > %q && chmod 755 %q && exec %q", octal(elf), f, f, f)
 	r := runInSandbox(t, plugincfg.GPUDocker{GPUs: 1, CPUs: 1, Memory: "64m", ShmSize: "16m", PidsLimit: 64, Network: "none"}, script)
 	if r.code != 128+4 {
@@ -106,7 +109,7 @@ func TestHostileForgedXidCrash(t *testing.T) {
 		klog, real = filepath.Join(t.TempDir(), "kmsg"), false
 		must(t, os.WriteFile(klog, []byte("6,1,0,-;baseline\n"), 0o644))
 		for _, id := range ids {
-			must(t, os.WriteFile(kernelLogFile(state, id), []byte("1\n"), 0o644))
+			must(t, os.WriteFile(gpuhealth.KernelLogFile(state, id), []byte("1\n"), 0o644))
 		}
 		c.KernelLog = klog
 	}
@@ -114,7 +117,7 @@ func TestHostileForgedXidCrash(t *testing.T) {
 		must(t, os.WriteFile(klog, []byte("6,1,0,-;baseline\n6,2,1,-;"+forgedTrapRecord+"\n"), 0o644))
 	}
 	for _, id := range ids {
-		wantRefusal(t, c.Check(context.Background(), "nvidia", []string{id}), "")
+		gpuhealthtest.WantRefusal(t, c.Run(context.Background(), "nvidia", []string{id}), "")
 	}
 	if b, err := os.ReadFile(filepath.Join(path, "reset.log")); err == nil {
 		t.Errorf("a GPU was reset: %s", b)
@@ -125,7 +128,7 @@ func TestHostileForgedXidCrash(t *testing.T) {
 // newestSeq is the sequence number of the newest record in the kernel log.
 func newestSeq(t *testing.T, klog string) uint64 {
 	t.Helper()
-	recs, err := readKernelLog(klog)
+	recs, err := gpuhealth.ReadKernelLog(klog)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,14 +146,14 @@ func newestSeq(t *testing.T, klog string) uint64 {
 func waitForRecord(t *testing.T, since uint64, s string) bool {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		recs, err := readKernelLog(DefaultKernelLog)
+		recs, err := gpuhealth.ReadKernelLog(gpuhealth.DefaultKernelLog)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range recs {
 			if r.Seq > since && strings.Contains(r.Text, s) {
 				t.Logf("the kernel logged: %q", r.Text)
-				if !strings.Contains(r.Text, "NVRM: Xid (PCI:0000:3b:00): 79,") || r.Facility != kernelFacility {
+				if !strings.Contains(r.Text, "NVRM: Xid (PCI:0000:3b:00): 79,") || r.Facility != gpuhealth.KernelFacility {
 					t.Fatalf("the record does not carry the forged Xid as the kernel's: %+v", r)
 				}
 				return true

@@ -15,10 +15,12 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"github.com/gpu-mode/kbgen/internal/testimage"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // TestContainerHostNoise: `kbgen run` in a real container on the last
@@ -55,11 +57,11 @@ func TestContainerHostNoise(t *testing.T) {
 
 	cfg := plugincfg.GPUDocker{GPUs: 1, CPUs: 1, Memory: "128m", Network: "none", Image: image, Runtime: "nvidia"}
 	env := map[string]string{contract.EnvGPUUUID: "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b", contract.EnvCPUSet: cpu, contract.EnvMems: "0", contract.EnvMemory: "256m"}
-	pl, err := PlacementFromEnv(lookup(env))
+	pl, err := dockerargv.PlacementFromEnv(lookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := ContainerName("host-noise-" + strconv.Itoa(os.Getpid()))
+	name := dockerargv.ContainerName("host-noise-" + strconv.Itoa(os.Getpid()))
 	stage := NewStage(t.TempDir(), name, true)
 	kbgen := kbgenbin.Path(t)
 	forged := strings.ReplaceAll(forgedNoise, "\n", "")
@@ -74,7 +76,7 @@ func TestContainerHostNoise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := DockerRun(cfg, pl, LocalHost(), Options{
+	spec, err := dockerargv.DockerRun(cfg, pl, dockerargv.LocalHost(), dockerargv.Options{
 		Name: name, Command: []string{"kbgen", "run"},
 		RunnerBinary: kbgen, PayloadFile: stage.PayloadFile, NoGPU: true,
 	})
@@ -82,7 +84,7 @@ func TestContainerHostNoise(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", spec.Name).Run() })
-	j := &Job{Spec: spec, Stage: stage, Runner: kbgen, payload: enc, policy: noise.Policy{}.WithDefaults()}
+	j := &Job{Spec: spec, Stage: stage, Runner: kbgen, payload: enc, policy: noisepolicy.Policy{}.WithDefaults()}
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
 )
 
 // writeProc writes a fake /proc/<pid>: ticks of CPU time, allowed on cpus.
@@ -66,7 +67,7 @@ func TestJobHostNoise(t *testing.T) {
 			if tt.retries != "" {
 				env[contract.EnvBuildkiteRetryCount] = tt.retries
 			}
-			host := fakeHost(t, nil)
+			host := dockerargvtest.FakeHost(t, nil)
 			j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 			if err != nil {
 				t.Fatal(err)
@@ -168,7 +169,7 @@ func TestJobHostNoiseNeedsARecord(t *testing.T) {
 	l, _ := fakeDocker(t)
 	env := jobEnv(t)
 	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
-	host := fakeHost(t, nil)
+	host := dockerargvtest.FakeHost(t, nil)
 	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 	if err != nil {
 		t.Fatal(err)

@@ -10,11 +10,16 @@ import (
 	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/nvmlhelper"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/gpuhealth"
+	"github.com/gpu-mode/kbgen/sandbox/lease"
+	"github.com/gpu-mode/kbgen/sandbox/process"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/seal"
-	"github.com/gpu-mode/kbgen/signing"
 )
 
 // Request is how `kbgen sandbox` was asked to run, besides the
@@ -29,7 +34,7 @@ type Request struct {
 	// NoGPU leaves out the GPU flags (tests; also KBGEN_SANDBOX_NO_GPU=1).
 	NoGPU bool
 	// Host is the machine; the zero value means LocalHost().
-	Host *Host
+	Host *dockerargv.Host
 	// Launcher is LauncherDocker ("" too) or LauncherProcess.
 	Launcher string
 	// User is the process launcher's "UID:GID"; "" means ContainerUser.
@@ -38,25 +43,25 @@ type Request struct {
 	// ContainerWorkDir.
 	WorkDir string
 	// Protect are the directories the process launcher makes root's
-	// alone before it starts the step (ProcessSpec.Protect).
+	// alone before it starts the step (process.Spec.Protect).
 	Protect []string
 }
 
 // Job is one planned container run: the argv, its stage and the payload.
 type Job struct {
-	Spec    *Spec
+	Spec    *dockerargv.Spec
 	Stage   Stage
 	Runner  string
 	payload string
 	// policy is the queue's noise policy (contract.EnvNoisePolicy), which
 	// judges the host section of noise.json.
-	policy noise.Policy
+	policy noisepolicy.Policy
 	// procRoot is /proc ("" means /proc); tests point it at a fixture.
 	procRoot string
-	// lease is where and how long the job waits for its GPUs (lease.go).
-	lease LeaseOptions
-	// check is the clean-GPU check of the leased GPUs (gpucheck.go).
-	check   GPUCheck
+	// lease is where and how long the job waits for its GPUs (package lease).
+	lease lease.Options
+	// check is the clean-GPU check of the leased GPUs (package gpuhealth).
+	check   gpuhealth.Check
 	runtime string
 	// leaseBusy: the run waited out KBGEN_LEASE_WAIT; its 75 is the
 	// node's load, not a machine fault (RecordExit).
@@ -66,78 +71,62 @@ type Job struct {
 	retry noise.HostRetry
 }
 
-// NewJob reads the plugin config, the placement and the payload from the
-// environment and plans the container (or, with LauncherProcess, the
-// process: newProcessJob). Errors: ConfigError (exit 2),
-// RefusedError (75), *signing.MisroutedError, *signing.StepSignatureError
-// (a step changed after signing, CheckStepSignature) or a payload.Error (65).
-func NewJob(lookup func(string) (string, bool), req Request) (*Job, error) {
-	if len(req.Command) == 0 {
-		return nil, configErrorf("", "no command to run in the container")
-	}
-	switch req.Launcher {
-	case "", LauncherDocker:
-	case LauncherProcess:
-		in, err := readJobInput(lookup, req.Command, signing.CheckRunRouting)
-		if err != nil {
-			return nil, err
-		}
-		return newProcessJob(lookup, req, in)
-	default:
-		return nil, configErrorf("launcher", "%q is not %q or %q", req.Launcher, LauncherDocker, LauncherProcess)
-	}
-	cfg, err := ConfigFromEnv(lookup)
+// NewJob reads the host's environment for req (ReadStep, the door) and
+// plans the container (or, with LauncherProcess, the process:
+// newProcessJob) from what it read. Errors: those of ReadStep, and a
+// refusal of a step asking for more than its agent owns
+// (dockerargv.DockerRun). Each error carries its exit code (exitcode.Of).
+func NewJob(lookup contract.Lookup, req Request) (*Job, error) {
+	step, err := ReadStep(lookup, req)
 	if err != nil {
-		return nil, err
+		return nil, withCode(err)
 	}
-	pl, err := PlacementFromEnv(lookup)
-	if err != nil {
-		return nil, err
+	var j *Job
+	if req.Launcher == LauncherProcess {
+		j, err = newProcessJob(step, req)
+	} else {
+		j, err = newDockerJob(step, req)
 	}
-	in, err := readJobInput(lookup, req.Command, signing.CheckQueueBinding)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckStepSignature(lookup, req.Command, cfg, in.encoded); err != nil {
-		return nil, err
-	}
-	name := ContainerName(in.jobID)
-	base, err := filepath.Abs(StageBase(req.StageDir, lookup))
+	return j, withCode(err)
+}
+
+// newDockerJob plans a gpu-docker node's step: its stage, its `docker
+// run`, the lease and the clean-GPU check of the GPUs it gets.
+func newDockerJob(step Step, req Request) (*Job, error) {
+	name := dockerargv.ContainerName(step.Job.jobID)
+	base, err := step.stageBase()
 	if err != nil {
 		return nil, fmt.Errorf("stage dir: %w", err)
 	}
-	stage := NewStage(base, name, in.hasPayload)
+	stage := NewStage(base, name, step.Job.hasPayload)
 	runner, err := runnerBinary(req.RunnerBinary)
 	if err != nil {
 		return nil, err
 	}
-	host := LocalHost()
-	if req.Host != nil {
-		host = *req.Host
-	}
-	spec, err := DockerRun(cfg, pl, host, Options{
+	host := req.host()
+	spec, err := dockerargv.DockerRun(step.Config, step.Placement, host, dockerargv.Options{
 		Name:         name,
 		Command:      req.Command,
 		RunnerBinary: runner,
-		NVMLHelper:   nvmlHelper(lookup, runner),
+		NVMLHelper:   nvmlHelper(step.NVMLOff, runner),
 		PayloadFile:  stage.PayloadFile,
-		Env:          ContainerEnv(lookup),
-		NoGPU:        req.NoGPU || get(lookup, contract.EnvSandboxNoGPU) == "1",
+		Env:          step.Env,
+		NoGPU:        step.NoGPU,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// The runner refuses a bad policy inside the container; the host
-	// section then judges with the defaults.
-	policy, _ := noise.ParsePolicy(get(lookup, contract.EnvNoisePolicy))
-	lease, err := LeaseOptionsFromEnv(lookup)
-	if err != nil {
-		return nil, err
+	check := gpuhealth.Check{StateDir: step.Lease.Dir, Sysfs: host.SysfsRoot, Reset: step.GPUReset, Path: step.Path}
+	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: step.Job.encoded, policy: step.Policy, lease: step.Lease, check: check, runtime: string(step.Config.Runtime),
+		retry: noise.HostRetry{Ranked: step.Job.ranked, Retries: step.Retries}}, nil
+}
+
+// host is the machine the request names, else this one.
+func (r Request) host() dockerargv.Host {
+	if r.Host != nil {
+		return *r.Host
 	}
-	path, hasPath := lookup("PATH")
-	check := GPUCheck{StateDir: lease.Dir, Sysfs: host.SysfsRoot, Reset: get(lookup, contract.EnvGPUReset) == "1", Lookup: func(k string) (string, bool) { return path, k == "PATH" && hasPath }}
-	return &Job{Spec: spec, Stage: stage, Runner: runner, payload: in.encoded, policy: policy.WithDefaults(), lease: lease, check: check, runtime: string(cfg.Runtime),
-		retry: noise.HostRetry{Ranked: in.ranked, Retries: get(lookup, contract.EnvBuildkiteRetryCount)}}, nil
+	return dockerargv.LocalHost()
 }
 
 // jobInput is what both launchers read of the job: the payload (none
@@ -153,10 +142,10 @@ type jobInput struct {
 
 // readJobInput reads the payload, refusing a bad one before anything
 // starts, and, in a Buildkite job, checks its queue with route.
-func readJobInput(lookup func(string) (string, bool), cmd []string, route func(func(string) (string, bool)) error) (jobInput, error) {
+func readJobInput(lookup contract.Lookup, cmd []string, route func(contract.Lookup) error) (jobInput, error) {
 	encoded, perr := payload.JoinEnv(lookup)
 	ranked := false
-	if IsRunnerCommand(cmd) {
+	if dockerargv.IsRunnerCommand(cmd) {
 		if perr != nil {
 			return jobInput{}, perr
 		}
@@ -182,11 +171,11 @@ func readJobInput(lookup func(string) (string, bool), cmd []string, route func(f
 }
 
 // nvmlHelper is the kbgen-nvml beside runner, to mount beside it; "" when
-// there is none or the job's env turns it off. Only ever beside the
+// there is none or the job's env turns it off (Step.NVMLOff). Only ever beside the
 // runner: a path taken from the job's env would let a step mount any
 // host file the agent can read into its container.
-func nvmlHelper(lookup contract.Lookup, runner string) string {
-	if v, _ := lookup(contract.EnvNVMLHelper); v == "off" {
+func nvmlHelper(off bool, runner string) string {
+	if off {
 		return ""
 	}
 	return nvmlhelper.Locate(contract.MapLookup(nil), runner).Path
@@ -197,7 +186,7 @@ func runnerBinary(path string) (string, error) {
 	if path == "" {
 		var err error
 		if path, err = os.Executable(); err != nil {
-			return "", refusef("finding this kbgen to run as the runner: %v", err)
+			return "", refusal.Refusef("finding this kbgen to run as the runner: %v", err)
 		}
 	}
 	abs, err := filepath.Abs(path)
@@ -210,7 +199,7 @@ func runnerBinary(path string) (string, error) {
 // StageBase is the directory stages go under: dir when given, else under
 // the agent's build path (on disk, owned by the agent, and visible to
 // dockerd, which a systemd PrivateTmp /tmp is not), else $TMPDIR or /tmp.
-func StageBase(dir string, lookup func(string) (string, bool)) string {
+func StageBase(dir string, lookup contract.Lookup) string {
 	if dir != "" {
 		return dir
 	}
@@ -251,43 +240,59 @@ type Outcome struct {
 // container never sees, only what it vouches for (see vouch). Stale
 // results there are removed first, so they cannot pass for this run's.
 func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, error) {
-	if err := CheckStatic(j.Runner); err != nil {
-		return Outcome{}, &RefusedError{Msg: err.Error()}
-	}
-	if err := os.MkdirAll(filepath.Dir(j.Stage.Dir), 0o700|j.Stage.Mode&0o011); err != nil {
-		return Outcome{}, refusef("stage dir: %v", err)
-	}
-	if err := j.Stage.Create(j.payload); err != nil {
-		return Outcome{}, refusef("%v", err)
+	o, err := j.run(ctx, l, outDir)
+	return o, withCode(err)
+}
+
+// run is Run, its errors without their exit code.
+func (j *Job) run(ctx context.Context, l *Launcher, outDir string) (Outcome, error) {
+	if err := j.createStage(); err != nil {
+		return Outcome{}, err
 	}
 	defer j.Stage.Remove()
-	sealed := j.Spec.Sealed
-	if sealed {
+	if j.Spec.Sealed {
 		if err := j.prepareOutDir(outDir); err != nil {
 			return Outcome{}, err
 		}
 	}
 	key, err := seal.NewKey()
 	if err != nil {
-		return Outcome{}, refusef("%v", err)
-	}
-	log := NewJobLog(MaxLogBytes)
-	run := *l
-	run.Stdout, run.Stderr = log.Stream(l.Stdout), log.Stream(l.Stderr)
-	sp := &spool{}
-	if sealed {
-		run.Stdin, run.Stdout = strings.NewReader(key.Text()), sp
+		return Outcome{}, refusal.Refusef("%v", err)
 	}
 	l.logf("kbgen sandbox: %s", j.Spec.Summary())
 	// No other job of this node may hold these GPUs while the container
 	// runs (a one-GPU agent and a multi-GPU agent share them).
 	j.lease.Logf = l.logf
-	lease, err := AcquireLease(ctx, j.Spec.GPUs, j.lease)
-	j.leaseBusy = errors.As(err, new(*LeaseBusyError))
+	held, err := lease.Acquire(ctx, j.Spec.GPUs, j.lease)
+	j.leaseBusy = errors.As(err, new(*lease.BusyError))
 	if err != nil {
 		return Outcome{}, err
 	}
-	defer lease.Release()
+	defer held.Release()
+	if err := j.clean(ctx, l); err != nil {
+		return Outcome{}, err
+	}
+	return j.launch(ctx, l, outDir, key)
+}
+
+// createStage checks the runner is the static kbgen it mounts and stages
+// the payload.
+func (j *Job) createStage() error {
+	if err := CheckStatic(j.Runner); err != nil {
+		return &refusal.RefusedError{Msg: err.Error()}
+	}
+	if err := os.MkdirAll(filepath.Dir(j.Stage.Dir), 0o700|j.Stage.Mode&0o011); err != nil {
+		return refusal.Refusef("stage dir: %v", err)
+	}
+	if err := j.Stage.Create(j.payload); err != nil {
+		return refusal.Refusef("%v", err)
+	}
+	return nil
+}
+
+// clean makes the leased GPUs the job's alone: what a killed job left
+// there removed, then the clean-GPU check.
+func (j *Job) clean(ctx context.Context, l *Launcher) error {
 	// A job killed with SIGKILL leaves its container running: its retry
 	// must not find the name taken, and the next job on its GPUs must not
 	// share them with it. Removed before the check, which such a
@@ -296,8 +301,19 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	// Leased, and no container of this node's left on them: anything found
 	// there now is foreign, leaked or broken (exit 75, retried elsewhere).
 	j.check.Logf = l.logf
-	if err := j.check.Check(ctx, j.runtime, j.Spec.GPUs); err != nil {
-		return Outcome{}, err
+	return j.check.Run(ctx, j.runtime, j.Spec.GPUs)
+}
+
+// launch runs the step with its output made inert, the key on its stdin
+// and its sealed output spooled when it is `kbgen run`, the host watched
+// meanwhile; then vouches for what it sealed and merges the host's noise.
+func (j *Job) launch(ctx context.Context, l *Launcher, outDir string, key seal.Key) (Outcome, error) {
+	log := NewJobLog(MaxLogBytes)
+	run := *l
+	run.Stdout, run.Stderr = log.Stream(l.Stdout), log.Stream(l.Stderr)
+	sp := &spool{}
+	if j.Spec.Sealed {
+		run.Stdin, run.Stdout = strings.NewReader(key.Text()), sp
 	}
 	// A process's /proc is its pod's: there is no host to watch.
 	var watch *noise.HostWatch
@@ -313,7 +329,7 @@ func (j *Job) Run(ctx context.Context, l *Launcher, outDir string) (Outcome, err
 	if watch != nil {
 		host = watch.End(j.policy)
 	}
-	if !sealed {
+	if !j.Spec.Sealed {
 		return o, nil
 	}
 	v, werr := vouch(outDir, key, sp, code, end)
@@ -335,9 +351,9 @@ func (j *Job) prepareOutDir(outDir string) error {
 		return nil
 	}
 	if err := os.MkdirAll(outDir, 0o700); err != nil {
-		return refusef("results directory: %v", err)
+		return refusal.Refusef("results directory: %v", err)
 	}
-	return CheckPrivateDir(outDir)
+	return process.CheckPrivateDir(outDir)
 }
 
 // mergeHostNoise adds the host section to the vouched noise.json (the

@@ -16,13 +16,15 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/seal"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
 func jobEnv(t *testing.T) map[string]string {
 	t.Helper()
-	env := nvidiaPlacementEnv()
+	env := dockerargvtest.NVIDIAPlacementEnv()
 	env["BUILDKITE_PLUGINS"] = `[{"./.buildkite/plugins/gpu-docker":{"image":"img:1","runtime":"nvidia","cpus":2,"memory":"8g"}}]`
 	env["BUILDKITE_JOB_ID"] = "job-7"
 	env["BUILDKITE_BUILD_PATH"] = "/var/lib/buildkite-agent/builds"
@@ -40,7 +42,7 @@ func jobEnv(t *testing.T) map[string]string {
 }
 
 func TestNewJob(t *testing.T) {
-	host := fakeHost(t, nil)
+	host := dockerargvtest.FakeHost(t, nil)
 	j, err := NewJob(lookup(jobEnv(t)), Request{Command: []string{"kbgen", "run"}, RunnerBinary: "/usr/local/bin/kbgen", Host: &host})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +50,7 @@ func TestNewJob(t *testing.T) {
 	if want := "/var/lib/buildkite-agent/builds/.kbgen-stage/kbgen-job-7"; j.Stage.Dir != want || j.Stage.PayloadFile == "" {
 		t.Errorf("stage = %+v, want under %s with a payload file", j.Stage, want)
 	}
-	if got := flagValues(j.Spec, "--cpuset-cpus"); len(got) != 1 || got[0] != "36,148" {
+	if got := dockerargvtest.FlagValues(j.Spec, "--cpuset-cpus"); len(got) != 1 || got[0] != "36,148" {
 		t.Errorf("--cpuset-cpus = %q, want one whole core", got)
 	}
 
@@ -59,8 +61,8 @@ func TestNewJob(t *testing.T) {
 	}{
 		{"re-routed", map[string]string{"BUILDKITE_AGENT_META_DATA_QUEUE": "amd-mi300"}, func(err error) bool { return errors.As(err, new(*signing.MisroutedError)) }},
 		{"no payload", map[string]string{contract.EnvPayload: ""}, payload.IsJobError},
-		{"refused", map[string]string{contract.EnvMemory: "4g"}, IsRefused},
-		{"bad config", map[string]string{"BUILDKITE_PLUGINS": `[{"gpu-docker":{"image":"img:1"}}]`}, IsConfigError},
+		{"refused", map[string]string{contract.EnvMemory: "4g"}, refusal.IsRefused},
+		{"bad config", map[string]string{"BUILDKITE_PLUGINS": `[{"gpu-docker":{"image":"img:1"}}]`}, refusal.IsConfigError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,7 +111,7 @@ func TestJobRun(t *testing.T) {
 	touch(t, dir, "exit", "3")
 	env := jobEnv(t)
 	env["BUILDKITE_BUILD_PATH"] = t.TempDir()
-	host := fakeHost(t, nil)
+	host := dockerargvtest.FakeHost(t, nil)
 	j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +135,7 @@ func TestJobRun(t *testing.T) {
 	}
 	// A dynamically linked runner is refused before docker is called.
 	j.Runner = "/bin/sh"
-	if _, err := j.Run(context.Background(), l, out); !IsRefused(err) {
+	if _, err := j.Run(context.Background(), l, out); !refusal.IsRefused(err) {
 		t.Errorf("dynamic runner: err = %v, want a refusal", err)
 	}
 }
@@ -188,7 +190,7 @@ func TestJobRunVouches(t *testing.T) {
 			}
 			env := jobEnv(t)
 			env["BUILDKITE_BUILD_PATH"] = t.TempDir()
-			host := fakeHost(t, nil)
+			host := dockerargvtest.FakeHost(t, nil)
 			j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 			if err != nil {
 				t.Fatal(err)
@@ -264,7 +266,7 @@ func TestJobRunSaysHowTheContainerEnded(t *testing.T) {
 			}()
 			env := jobEnv(t)
 			env["BUILDKITE_BUILD_PATH"] = t.TempDir()
-			host := fakeHost(t, nil)
+			host := dockerargvtest.FakeHost(t, nil)
 			j, err := NewJob(lookup(env), Request{Command: []string{"kbgen", "run"}, RunnerBinary: kbgenbin.Path(t), Host: &host})
 			if err != nil {
 				t.Fatal(err)
@@ -278,6 +280,40 @@ func TestJobRunSaysHowTheContainerEnded(t *testing.T) {
 			}
 			if !slices.Contains(tt.steer, "oom") && strings.Contains(o.Vouch.Reason, oom) {
 				t.Errorf("blamed on memory the engine did not report: %q", o.Vouch.Reason)
+			}
+		})
+	}
+}
+
+// The helper mounted is only ever the one beside the runner: the job's
+// env may turn it off, never point it at another host file.
+func TestNVMLHelperBesideTheRunner(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	runner := filepath.Join(dir, "kbgen")
+	if err := os.WriteFile(filepath.Join(dir, "kbgen-nvml"), []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bare := filepath.Join(t.TempDir(), "kbgen")
+	tests := []struct {
+		name   string
+		env    map[string]string
+		runner string
+		want   string
+	}{
+		{"beside the runner", nil, runner, filepath.Join(dir, "kbgen-nvml")},
+		{"none beside the runner", nil, bare, ""},
+		{"the job names another file", map[string]string{contract.EnvNVMLHelper: "/etc/shadow"}, bare, ""},
+		{"the job names another file, a helper beside", map[string]string{contract.EnvNVMLHelper: "/etc/shadow"}, runner, filepath.Join(dir, "kbgen-nvml")},
+		{"the job turns it off", map[string]string{contract.EnvNVMLHelper: "off"}, runner, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var step Step
+			step.readCommon(lookup(tc.env), Request{})
+			if got := nvmlHelper(step.NVMLOff, tc.runner); got != tc.want {
+				t.Errorf("nvmlHelper = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -10,6 +10,10 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/process"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // DockerExitInfra is docker run's own failure (daemon error, bad flag,
@@ -65,20 +69,20 @@ func (l *Launcher) logf(format string, args ...any) {
 // behind) and returns the container's exit code (docker run's: 125 when
 // docker itself failed, 128+n when the container died of signal n). err
 // is set only when docker could not be started at all.
-func (l *Launcher) Run(ctx context.Context, spec *Spec) (int, error) {
+func (l *Launcher) Run(ctx context.Context, spec *dockerargv.Spec) (int, error) {
 	code, _, err := l.run(ctx, spec)
 	return code, err
 }
 
 // run is Run, and how the run ended (for the words on a 137).
-func (l *Launcher) run(ctx context.Context, spec *Spec) (int, ending, error) {
+func (l *Launcher) run(ctx context.Context, spec *dockerargv.Spec) (int, ending, error) {
 	if spec.Process != nil {
-		code, err := l.runProcess(ctx, spec.Process)
+		code, err := process.Run(ctx, spec.Process, process.IO{Stdin: l.Stdin, Stdout: l.Stdout, Stderr: l.Stderr, Signals: l.Signals, StopTimeout: l.stopTimeout(), Logf: l.logf})
 		return code, ending{}, err
 	}
 	docker, err := exec.LookPath(l.docker())
 	if err != nil {
-		return 0, ending{}, refusef("no docker CLI on this agent: %v", err)
+		return 0, ending{}, refusal.Refusef("no docker CLI on this agent: %v", err)
 	}
 	cmd := exec.CommandContext(ctx, docker, spec.Argv()...)
 	cmd.Env = l.Env
@@ -89,7 +93,7 @@ func (l *Launcher) run(ctx context.Context, spec *Spec) (int, ending, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, ending{}, refusef("starting docker: %v", err)
+		return 0, ending{}, refusal.Refusef("starting docker: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -132,7 +136,7 @@ func (l *Launcher) forward(ctx context.Context, docker, name string, sig os.Sign
 // extra `docker rm` (0.15-0.25 s on a loaded node, after every job) is
 // spared. A client that died, docker's own failure (125 and up, also a
 // failed removal), or a stop or kill sent meanwhile still gets it.
-func removed(spec *Spec, stopped bool, code int, err error) bool {
+func removed(spec *dockerargv.Spec, stopped bool, code int, err error) bool {
 	if stopped || err != nil || code >= DockerExitInfra {
 		return false
 	}
@@ -142,6 +146,13 @@ func removed(spec *Spec, stopped bool, code int, err error) bool {
 		}
 	}
 	return false
+}
+
+func (l *Launcher) stopTimeout() time.Duration {
+	if l.StopTimeout <= 0 {
+		return DefaultStopTimeout
+	}
+	return l.StopTimeout
 }
 
 func (l *Launcher) stopSeconds() string {

@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // fakeDocker returns a launcher that runs testdata/fake-docker and the
@@ -53,10 +56,10 @@ func calls(t *testing.T, dir string) []string {
 	return out
 }
 
-var testSpec = &Spec{Name: "kbgen-job-1", Lines: [][]string{{"run"}, {"--name", "kbgen-job-1"}, {"img"}, {"true"}}}
+var testSpec = &dockerargv.Spec{Name: "kbgen-job-1", Lines: [][]string{{"run"}, {"--name", "kbgen-job-1"}, {"img"}, {"true"}}}
 
 // rmSpec is testSpec with --rm, as the sandbox plans every run.
-var rmSpec = &Spec{Name: "kbgen-job-1", Lines: [][]string{{"run"}, {"--name", "kbgen-job-1"}, {"--rm"}, {"img"}, {"true"}}}
+var rmSpec = &dockerargv.Spec{Name: "kbgen-job-1", Lines: [][]string{{"run"}, {"--name", "kbgen-job-1"}, {"--rm"}, {"img"}, {"true"}}}
 
 // TestLaunchExitCodes: the container's status comes back, and the `docker
 // rm` after the run is made only where the container may still be there:
@@ -67,7 +70,7 @@ func TestLaunchExitCodes(t *testing.T) {
 	after := []string{"run true", "rm kbgen-job-1"}
 	for _, tc := range []struct {
 		name, code string
-		spec       *Spec
+		spec       *dockerargv.Spec
 		want       []string
 	}{
 		{"0 without --rm", "0", testSpec, after},
@@ -113,10 +116,10 @@ func atoi(s string) int {
 // sandbox's, still running on a GPU the lease has just given this job),
 // and says so; other GPUs' containers and foreign ones stay.
 func TestLaunchRemovesStaleContainer(t *testing.T) {
-	gpuSpec := &Spec{Name: "kbgen-job-1", GPUs: []string{"GPU-a", "GPU-b"}, Lines: rmSpec.Lines}
+	gpuSpec := &dockerargv.Spec{Name: "kbgen-job-1", GPUs: []string{"GPU-a", "GPU-b"}, Lines: rmSpec.Lines}
 	for _, tc := range []struct {
 		name       string
-		spec       *Spec
+		spec       *dockerargv.Spec
 		containers string // NAME<tab>GPUS lines
 		removed    []string
 		log        string
@@ -214,7 +217,7 @@ func TestLaunchForwardsSignals(t *testing.T) {
 func TestLaunchWithoutDocker(t *testing.T) {
 	l := &Launcher{Docker: filepath.Join(t.TempDir(), "no-docker")}
 	_, err := l.Run(context.Background(), testSpec)
-	if !IsRefused(err) {
+	if !refusal.IsRefused(err) {
 		t.Errorf("err = %v, want a refusal (exit 75)", err)
 	}
 }

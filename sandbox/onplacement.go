@@ -3,6 +3,7 @@ package sandbox
 import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // OnPlacement is a container started on an agent's placement outside any
@@ -15,7 +16,7 @@ type OnPlacement struct {
 	Placement contract.Lookup
 	Image     string
 	Runtime   contract.Runtime
-	Host      Host
+	Host      dockerargv.Host
 	// Name is the container's name; Command runs in it.
 	Name    string
 	Command []string
@@ -28,16 +29,16 @@ type OnPlacement struct {
 // Plan is the `docker run` of o: a one-GPU step's argv on the agent's
 // placement, with no job env. A placement the sandbox would refuse for a
 // step is refused here too.
-func (o OnPlacement) DockerRun() (*Spec, error) {
-	pl, err := PlacementFromEnv(o.Placement)
+func (o OnPlacement) DockerRun() (*dockerargv.Spec, error) {
+	pl, err := dockerargv.PlacementFromEnv(o.Placement)
 	if err != nil {
 		return nil, err
 	}
-	return DockerRun(plugincfg.GPUDocker{Image: o.Image, Runtime: o.Runtime, GPUs: 1}, pl, o.Host, Options{
+	return dockerargv.DockerRun(plugincfg.GPUDocker{Image: o.Image, Runtime: o.Runtime, GPUs: 1}, pl, o.Host, dockerargv.Options{
 		Name:         o.Name,
 		Command:      o.Command,
 		RunnerBinary: o.RunnerBinary,
 		NoGPU:        o.NoGPU,
-		Env:          ContainerEnv(contract.MapLookup(nil)),
+		Env:          dockerargv.ContainerEnv(contract.MapLookup(nil)),
 	})
 }

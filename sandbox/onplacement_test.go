@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // TestOnPlacement: doctor's probe and qualify's calibration get a
@@ -13,7 +15,7 @@ import (
 // no job's env; what the sandbox refuses for a step it refuses for them.
 func TestOnPlacement(t *testing.T) {
 	t.Parallel()
-	host := fakeHost(t, nil)
+	host := dockerargvtest.FakeHost(t, nil)
 	tests := []struct {
 		name    string
 		env     func(map[string]string)
@@ -31,7 +33,7 @@ func TestOnPlacement(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env := nvidiaPlacementEnv()
+			env := dockerargvtest.NVIDIAPlacementEnv()
 			if tt.env != nil {
 				tt.env(env)
 			}
@@ -40,7 +42,7 @@ func TestOnPlacement(t *testing.T) {
 				Name: "kbgen-doctor-gpu3", Command: []string{"sh", "-c", "true"}, RunnerBinary: "/usr/local/bin/kbgen", NoGPU: tt.noGPU,
 			}.DockerRun()
 			if tt.wantErr != "" {
-				if err == nil || !IsRefused(err) || !strings.Contains(err.Error(), tt.wantErr) {
+				if err == nil || !refusal.IsRefused(err) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want a refusal mentioning %q", err, tt.wantErr)
 				}
 				return
@@ -49,11 +51,11 @@ func TestOnPlacement(t *testing.T) {
 				t.Fatal(err)
 			}
 			for flag, want := range tt.want {
-				if got := flagValues(s, flag); want == "" && got != nil || want != "" && !slices.Equal(got, []string{want}) {
+				if got := dockerargvtest.FlagValues(s, flag); want == "" && got != nil || want != "" && !slices.Equal(got, []string{want}) {
 					t.Errorf("%s = %q, want %q", flag, got, want)
 				}
 			}
-			for _, e := range flagValues(s, "--env") {
+			for _, e := range dockerargvtest.FlagValues(s, "--env") {
 				if strings.HasPrefix(e, "KERNELBOT_") || strings.HasPrefix(e, "BUILDKITE_") {
 					t.Errorf("a job's env reached the container: --env %s", e)
 				}

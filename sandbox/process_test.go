@@ -17,6 +17,10 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/kbgenbin"
 	"github.com/gpu-mode/kbgen/internal/syncbuf"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
+	"github.com/gpu-mode/kbgen/sandbox/process"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -30,7 +34,7 @@ func processUID(t *testing.T) int {
 		t.Skip("the process launcher starts the step as another uid, which takes root (CAP_SETUID): run the tests as root to attack it")
 	}
 	uid := 61000 + os.Getpid()%1000
-	if left := processesOf("/proc", uid); len(left) > 0 {
+	if left := process.Processes("/proc", uid); len(left) > 0 {
 		t.Skipf("uid %d already has processes %v on this machine", uid, left)
 	}
 	return uid
@@ -160,7 +164,7 @@ func (p processPod) run(t *testing.T, submission string, cancel bool) processRes
 		t.Fatalf("no result.json published: %v\nlog:\n%s", err, tail(r.log, 30))
 	}
 	r.res = string(res)
-	r.left = processesOf("/proc", p.uid)
+	r.left = process.Processes("/proc", p.uid)
 	return r
 }
 
@@ -276,26 +280,26 @@ func TestProcessLauncherRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("a protected dir the step's user owns", func(t *testing.T) {
-		err := protectDirs([]string{owned})
-		if !IsRefused(err) || !strings.Contains(err.Error(), "belongs to uid "+strconv.Itoa(uid)) {
+		err := process.ProtectDirs([]string{owned})
+		if !refusal.IsRefused(err) || !strings.Contains(err.Error(), "belongs to uid "+strconv.Itoa(uid)) {
 			t.Errorf("protectDirs = %v, want a refusal naming the owner", err)
 		}
 	})
 	t.Run("a results dir under one anyone may write", func(t *testing.T) {
-		err := CheckPrivateDir(filepath.Join(open, "results"))
-		if !IsRefused(err) {
+		err := process.CheckPrivateDir(filepath.Join(open, "results"))
+		if !refusal.IsRefused(err) {
 			t.Errorf("CheckPrivateDir = %v, want a refusal", err)
 		}
 		if err := os.Mkdir(filepath.Join(open, "results"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := CheckPrivateDir(filepath.Join(open, "results")); !IsRefused(err) || !strings.Contains(err.Error(), "writable by others") {
+		if err := process.CheckPrivateDir(filepath.Join(open, "results")); !refusal.IsRefused(err) || !strings.Contains(err.Error(), "writable by others") {
 			t.Errorf("CheckPrivateDir = %v, want a refusal: its parent is writable", err)
 		}
 	})
 	t.Run("a results dir of root's", func(t *testing.T) {
-		if err := CheckPrivateDir(root); err != nil {
-			t.Errorf("CheckPrivateDir(%s) = %v, want nil", root, err)
+		if err := process.CheckPrivateDir(root); err != nil {
+			t.Errorf("process.CheckPrivateDir(%s) = %v, want nil", root, err)
 		}
 	})
 	t.Run("root's uid", func(t *testing.T) {
@@ -328,23 +332,23 @@ func TestKubernetesCommandIsTheProcessLauncher(t *testing.T) {
 // (char devices only), never root's group; an NVIDIA pod's none.
 func TestDeviceGroups(t *testing.T) {
 	t.Parallel()
-	withRoot := map[string]Device{"/dev/dri/renderD129": {CharDevice: true, GID: 0}}
-	for k, d := range amdDevices {
+	withRoot := map[string]dockerargv.Device{"/dev/dri/renderD129": {CharDevice: true, GID: 0}}
+	for k, d := range dockerargvtest.AMDDevices {
 		withRoot[k] = d
 	}
 	tests := []struct {
 		name    string
-		devices map[string]Device
+		devices map[string]dockerargv.Device
 		want    []int
 	}{
-		{"ROCm", amdDevices, []int{110, 44}},
+		{"ROCm", dockerargvtest.AMDDevices, []int{110, 44}},
 		{"a render node of root's group", withRoot, []int{110, 44}},
-		{"NVIDIA", map[string]Device{"/dev/nvidia0": {CharDevice: true, GID: 0}}, nil},
+		{"NVIDIA", map[string]dockerargv.Device{"/dev/nvidia0": {CharDevice: true, GID: 0}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := deviceGroups(fakeHost(t, tt.devices)); !slices.Equal(got, tt.want) {
+			if got := deviceGroups(dockerargvtest.FakeHost(t, tt.devices)); !slices.Equal(got, tt.want) {
 				t.Errorf("deviceGroups = %v, want %v", got, tt.want)
 			}
 		})

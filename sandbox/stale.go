@@ -5,13 +5,9 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-)
 
-// GPUsLabel is the docker label on every container kbgen starts with GPUs:
-// their ids (Spec.GPUs), comma-separated. Only kbgen sets it (the
-// submission has no docker socket); the next job leased those GPUs reads
-// it to find a container left behind (removeStale).
-const GPUsLabel = "kbgen.gpus"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+)
 
 // RemoveStale removes, before spec runs, the kbgen containers that must not
 // outlive their job (removeStale); nothing for a process spec, which has
@@ -19,7 +15,7 @@ const GPUsLabel = "kbgen.gpus"
 // calls it as soon as it holds the lease and before the clean-GPU check:
 // a leftover container still holding a leased GPU would otherwise fail the
 // check, and the removal that clears it would never run.
-func (l *Launcher) RemoveStale(ctx context.Context, spec *Spec) {
+func (l *Launcher) RemoveStale(ctx context.Context, spec *dockerargv.Spec) {
 	if spec.Process != nil {
 		return
 	}
@@ -36,8 +32,8 @@ func (l *Launcher) RemoveStale(ctx context.Context, spec *Spec) {
 // container outlives its client, and the submission in it may still be
 // running on the GPU the lease just gave out. One `docker ps` when there
 // is nothing to remove, as the removal by name alone cost before.
-func (l *Launcher) removeStale(ctx context.Context, docker string, spec *Spec) {
-	ps := exec.CommandContext(ctx, docker, "ps", "--all", "--no-trunc", "--format", `{{.Names}}	{{.Label "`+GPUsLabel+`"}}`)
+func (l *Launcher) removeStale(ctx context.Context, docker string, spec *dockerargv.Spec) {
+	ps := exec.CommandContext(ctx, docker, "ps", "--all", "--no-trunc", "--format", `{{.Names}}	{{.Label "`+dockerargv.GPUsLabel+`"}}`)
 	ps.Env = l.Env
 	out, err := ps.Output()
 	if err != nil {
@@ -59,7 +55,7 @@ type staleContainer struct{ name, why string }
 // staleContainers picks from `docker ps` lines ("NAME\tGPUS") the kbgen
 // containers that block spec: its own name, or a kbgen container labelled
 // with one of its GPUs.
-func staleContainers(ps string, spec *Spec) []staleContainer {
+func staleContainers(ps string, spec *dockerargv.Spec) []staleContainer {
 	var out []staleContainer
 	for line := range strings.Lines(ps) {
 		name, gpus, _ := strings.Cut(strings.TrimRight(line, "\r\n"), "\t")

@@ -6,6 +6,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/plugincfg"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -17,15 +18,15 @@ import (
 // StepEnv variables, the payload's checksum ("" without one) and the
 // agent's queue, and verifies KBGEN_STEP_SIGNATURE against it. With no key
 // configured nothing is checked. Errors: *signing.StepSignatureError (65),
-// or a RefusedError (75) when this node's key file cannot be read.
-func CheckStepSignature(lookup func(string) (string, bool), command []string, cfg plugincfg.GPUDocker, encodedPayload string) error {
+// or a refusal.RefusedError (75) when this node's key file cannot be read.
+func CheckStepSignature(lookup contract.Lookup, command []string, cfg plugincfg.GPUDocker, encodedPayload string) error {
 	keyFile, _ := lookup(contract.EnvVerificationKey)
 	if keyFile == "" {
 		return nil
 	}
 	keys, err := signing.LoadPublic(keyFile)
 	if err != nil {
-		return refusef("this node's verification key (%s): %v", contract.EnvVerificationKey, err)
+		return refusal.Refusef("this node's verification key (%s): %v", contract.EnvVerificationKey, err)
 	}
 	claim := signing.StepClaim{
 		Command: command,
@@ -43,7 +44,7 @@ func CheckStepSignature(lookup func(string) (string, bool), command []string, cf
 
 // pluginNames lists the plugins of BUILDKITE_PLUGINS by name, in order;
 // nil when it is unset or unreadable (ConfigFromEnv reports the latter).
-func pluginNames(lookup func(string) (string, bool)) []string {
+func pluginNames(lookup contract.Lookup) []string {
 	js, _ := lookup(contract.EnvPlugins)
 	var list []map[string]json.RawMessage
 	if json.Unmarshal([]byte(js), &list) != nil {
@@ -60,7 +61,7 @@ func pluginNames(lookup func(string) (string, bool)) []string {
 
 // agentQueue is the queue of the agent running the job: its queue tag,
 // or "default" when it exports none (as signing.CheckQueueBinding reads it).
-func agentQueue(lookup func(string) (string, bool)) string {
+func agentQueue(lookup contract.Lookup) string {
 	if q, _ := lookup(contract.EnvAgentQueue); q != "" {
 		return q
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/gpu-mode/kbgen/payload"
 	"github.com/gpu-mode/kbgen/pipelinegen"
 	"github.com/gpu-mode/kbgen/registry"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -93,7 +95,7 @@ func signedJob(t *testing.T) (map[string]string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := nvidiaPlacementEnv()
+	env := dockerargvtest.NVIDIAPlacementEnv()
 	for k, v := range step.Env {
 		env[k] = v
 	}
@@ -110,7 +112,7 @@ func signedJob(t *testing.T) (map[string]string, []string) {
 
 func TestStepSignatureOnHost(t *testing.T) {
 	t.Parallel()
-	host := fakeHost(t, nil)
+	host := dockerargvtest.FakeHost(t, nil)
 	newJob := func(env map[string]string, argv []string) error {
 		_, err := NewJob(lookup(env), Request{Command: argv, RunnerBinary: "/usr/local/bin/kbgen", Host: &host})
 		return err
@@ -188,7 +190,7 @@ func TestStepSignatureOnHost(t *testing.T) {
 			env, argv := signedJob(t)
 			tt.change(env, &argv)
 			err := newJob(env, argv)
-			if got := ExitCode(err); got != tt.code {
+			if got := exitcode.Of(err); got != tt.code {
 				t.Fatalf("exit %d (%v), want %d", got, err, tt.code)
 			}
 			if tt.code == exitcode.BadJob && !errors.As(err, new(*signing.StepSignatureError)) {
@@ -201,11 +203,11 @@ func TestStepSignatureOnHost(t *testing.T) {
 	}
 }
 
-// TestAllowedEnvIsSigned: every host variable the sandbox passes into the
+// TestPassedEnvIsSigned: every host variable the sandbox passes into the
 // container is one a step signature covers.
-func TestAllowedEnvIsSigned(t *testing.T) {
+func TestPassedEnvIsSigned(t *testing.T) {
 	t.Parallel()
-	for _, k := range AllowedEnv {
+	for _, k := range dockerargv.PassedEnv {
 		if !slices.Contains(signing.StepEnv, k) {
 			t.Errorf("%s reaches the container but is not in signing.StepEnv", k)
 		}

@@ -15,7 +15,7 @@ const maxVersionShown = 64
 // agree or the step does not say. It only warns: the step signature, not the
 // version, is what makes a step trustworthy, and a rollout has a window in
 // which control agents and nodes differ (docs/operations.md).
-func VersionSkew(lookup func(string) (string, bool), own string) string {
+func VersionSkew(lookup contract.Lookup, own string) string {
 	gen, ok := lookup(contract.EnvGeneratorVersion)
 	if !ok || gen == own {
 		return ""

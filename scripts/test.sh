@@ -5,7 +5,7 @@
 # message saying what was not run; .ci/run installs those tools first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# go-nvml's generated cgo (nvmlhelper/serve, cmd/kbgen-nvml) calls NVML
+# go-nvml's generated cgo (nvmlhelper/nvmlserve, cmd/kbgen-nvml) calls NVML
 # functions nvml.h marks deprecated; gcc's warnings about them say nothing
 # about kbgen.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"

@@ -49,14 +49,14 @@ func NewRemote(url, token string) (*Remote, error) {
 	return r, nil
 }
 
-// ErrRefused is a request the service answered with a 4xx: repeating it
+// RefusedError is a request the service answered with a 4xx: repeating it
 // cannot help.
-type ErrRefused struct {
+type RefusedError struct {
 	Status int
 	Msg    string
 }
 
-func (e *ErrRefused) Error() string {
+func (e *RefusedError) Error() string {
 	return fmt.Sprintf("kbgen serve refused the run (%d): %s", e.Status, e.Msg)
 }
 
@@ -79,7 +79,7 @@ func (r *Remote) Run(ctx context.Context, req RunRequest, onEvent func(client.Ev
 		if ctx.Err() != nil {
 			return r.cancel(req.RunID)
 		}
-		var refused *ErrRefused
+		var refused *RefusedError
 		if errors.As(err, &refused) && refused.Status == http.StatusNotFound {
 			// A restarted service that never created the build: submit
 			// again; the run id makes it safe.
@@ -104,7 +104,7 @@ func (r *Remote) Run(ctx context.Context, req RunRequest, onEvent func(client.Ev
 }
 
 func retryable(err error) bool {
-	var refused *ErrRefused
+	var refused *RefusedError
 	return !errors.As(err, &refused) || refused.Status == http.StatusNotFound
 }
 
@@ -229,7 +229,7 @@ func (r *Remote) do(ctx context.Context, method, path string, body any) (*http.R
 		if resp.StatusCode >= 500 {
 			return nil, fmt.Errorf("kbgen serve: %s %s: %s: %s", method, path, resp.Status, eb.Error)
 		}
-		return nil, &ErrRefused{Status: resp.StatusCode, Msg: eb.Error}
+		return nil, &RefusedError{Status: resp.StatusCode, Msg: eb.Error}
 	}
 	return resp, nil
 }

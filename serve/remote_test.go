@@ -33,7 +33,7 @@ func TestRemoteRun(t *testing.T) {
 	}
 	bad, _ := NewRemote(r.http.URL, "wrong")
 	_, err = bad.Run(context.Background(), RunRequest{RunID: "remote-2", Queue: "h100", Payload: testPayload(t)}, func(client.Event) {})
-	var refused *ErrRefused
+	var refused *RefusedError
 	if !errors.As(err, &refused) || refused.Status != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %v", err)
 	}

@@ -33,7 +33,7 @@ func (e *MisroutedError) Error() string {
 // "default" queue). lookup is the job's environment. A job without
 // KERNELBOT_QUEUE is refused: every eval step kbgen generates carries it.
 // The error is a *MisroutedError.
-func CheckQueueBinding(lookup func(string) (string, bool)) error {
+func CheckQueueBinding(lookup contract.Lookup) error {
 	want, _ := lookup(contract.EnvQueue)
 	got, _ := lookup(contract.EnvAgentQueue)
 	if got == "" {
@@ -51,7 +51,7 @@ func CheckQueueBinding(lookup func(string) (string, bool)) error {
 // (which checked already and passes neither variable in), or where the
 // agent exposes no queue tag or the step no queue, there is nothing to
 // compare; otherwise it is CheckQueueBinding.
-func CheckRunRouting(lookup func(string) (string, bool)) error {
+func CheckRunRouting(lookup contract.Lookup) error {
 	for _, k := range []string{contract.EnvJobID, contract.EnvQueue, contract.EnvAgentQueue} {
 		if v, _ := lookup(k); v == "" {
 			return nil

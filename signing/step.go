@@ -170,7 +170,7 @@ func pluginDiff(signed, run plugincfg.GPUDocker) string {
 var StepEnv = []string{contract.EnvQueue, contract.EnvRunID, contract.EnvNoisePolicy}
 
 // StepEnvOf picks the StepEnv variables that lookup has.
-func StepEnvOf(lookup func(string) (string, bool)) map[string]string {
+func StepEnvOf(lookup contract.Lookup) map[string]string {
 	env := map[string]string{}
 	for _, k := range StepEnv {
 		if v, ok := lookup(k); ok {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpu-mode/kbgen/nvmlhelper/serve"
+	"github.com/gpu-mode/kbgen/nvmlhelper/nvmlserve"
 )
 
 // In the sandbox the helper runs as the submission's uid beside it; not
@@ -32,9 +32,9 @@ func main() {
 	var err error
 	switch {
 	case len(os.Args) == 1:
-		err = serve.Serve(nvml.New(), os.Stdin, os.Stdout)
+		err = nvmlserve.Serve(nvml.New(), os.Stdin, os.Stdout)
 	case len(os.Args) == 2 && os.Args[1] == "inventory":
-		err = serve.WriteInventory(nvml.New(), os.Stdout)
+		err = nvmlserve.WriteInventory(nvml.New(), os.Stdout)
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/node"
-	"github.com/gpu-mode/kbgen/sandbox"
+	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 )
 
 // DoctorCmd checks a vendor node.
@@ -71,7 +71,7 @@ func (c *DoctorCmd) Run(g *Globals) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
-	d := &node.Doctor{Root: os.DirFS(c.Root), Runner: node.ExecRunner{}, SandboxHost: sandbox.LocalHost(), SkipContainers: c.SkipContainers}
+	d := &node.Doctor{Root: os.DirFS(c.Root), Runner: node.ExecRunner{}, SandboxHost: dockerargv.LocalHost(), SkipContainers: c.SkipContainers}
 	// The kbgen the agents run: the one on their PATH (node install's
 	// --kbgen-path), which is this one when run as `sudo kbgen doctor`.
 	if exe, err := os.Executable(); err == nil {

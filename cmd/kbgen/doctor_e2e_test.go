@@ -67,11 +67,13 @@ func TestNoTestBuildkiteLinked(t *testing.T) {
 	}{
 		// go-nvml is cgo: linked, kbgen would no longer be static (the
 		// sandbox mounts it into images of any libc). NVML is kbgen-nvml's.
-		{".", []string{mod + "internal/fakebuildkite", mod + "internal/e2e", "net/http/httptest", mod + "nvmlhelper/serve", "github.com/NVIDIA/go-nvml/pkg/nvml"}},
+		{".", []string{mod + "internal/fakebuildkite", mod + "internal/e2e", "net/http/httptest", mod + "nvmlhelper/nvmlserve", "github.com/NVIDIA/go-nvml/pkg/nvml"}},
 		{mod + "node", generator},
 		{mod + "qualify", generator},
 		{mod + "sandbox", generator},
-		{mod + "serve", []string{mod + "pipelinegen", mod + "examples"}},
+		// The registry reads the noise policy (internal/noisepolicy), not
+		// the noise record with its samplers and the NVML client.
+		{mod + "serve", []string{mod + "pipelinegen", mod + "examples", mod + "noise", mod + "nvmlhelper"}},
 	} {
 		t.Run(tt.pkg, func(t *testing.T) {
 			t.Parallel()

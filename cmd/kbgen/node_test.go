@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/sandbox/gpuhealth/gpuhealthtest"
 )
 
 // TestNodeInstallVendorFirstDay covers two vendor bugs of issue 19 on the
@@ -52,7 +54,7 @@ func TestNodeInstallVendorFirstDay(t *testing.T) {
 // exits 0, back in rotation, and its count is gone.
 func TestNodeCheckGPU(t *testing.T) {
 	const uuid = "GPU-6f3b2a10-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
-	smi, err := filepath.Abs("../../sandbox/testdata/stand-in-nvidia-smi")
+	smi, err := filepath.Abs(filepath.Join(gpuhealthtest.Testdata(), "stand-in-nvidia-smi"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func (c *NodeCheckGPUCmd) Run(g *Globals) error {
 		if len(r.GPUs) > 0 {
 			fmt.Fprintf(g.Stderr, "kbgen node check-gpu: %s: %d machine fault(s) in a row; this agent stays out of rotation\n", strings.Join(r.GPUs, ", "), r.Faults)
 		}
-		return sandboxErr(err)
+		return err
 	}
 	if !r.Checked {
 		fmt.Fprintf(g.Stdout, "%s: %d machine fault(s) in a row (limit %d): in rotation, not checked\n", strings.Join(r.GPUs, ", "), r.Faults, sandbox.FaultLimit)

@@ -52,7 +52,7 @@ func (c *QueuesCmd) viaServer(g *Globals, url string) error {
 		return exitcode.With(exitcode.Usage, err)
 	}
 	views, err := rem.Queues(context.Background(), c.Queue)
-	var refused *serve.ErrRefused
+	var refused *serve.RefusedError
 	switch {
 	case errors.As(err, &refused) && refused.Status == http.StatusUnauthorized:
 		return exitcode.With(exitcode.Usage, errors.New(refused.Msg))

@@ -105,7 +105,7 @@ func (c *SandboxCmd) Run(g *Globals) error {
 		Protect:      c.Protect,
 	})
 	if err != nil {
-		return sandboxErr(err)
+		return err
 	}
 	if w := sandbox.VersionSkew(g.LookupEnv, version.Version); w != "" {
 		fmt.Fprintln(g.Stderr, "kbgen sandbox: "+w)
@@ -123,20 +123,15 @@ func (c *SandboxCmd) Run(g *Globals) error {
 	out, err := job.Run(context.Background(), l, c.OutDir)
 	code, _ := out.Exit()
 	if err != nil {
-		code = sandbox.ExitCode(err)
+		code = exitcode.Of(err)
 	}
 	// K machine faults in a row keep this agent out until its GPUs pass.
 	if note := job.RecordExit(code); note != "" {
 		fmt.Fprintln(g.Stderr, "kbgen sandbox: "+note)
 	}
 	if err != nil {
-		return sandboxErr(err)
+		return err
 	}
 	out.WriteReport(g.Stderr, c.OutDir)
 	return exitcode.Exit(out.Exit())
-}
-
-// sandboxErr attaches the sandbox package's exit code to its errors.
-func sandboxErr(err error) error {
-	return exitcode.With(sandbox.ExitCode(err), err)
 }

@@ -27,7 +27,7 @@ func (c *SubmitCmd) viaServer(g *Globals, url string, sub *client.Submission) er
 	req := serve.RunRequest{RunID: sub.RunID, Queue: sub.Queue, Payload: sub.Encoded, Priority: sub.Priority, User: sub.User,
 		Image: sub.Image, BootstrapQueue: sub.BootstrapQueue, Branch: sub.Branch, Commit: sub.Commit, TimeoutSeconds: c.Timeout.Seconds()}
 	st, err := rem.Run(ctx, req, p.Event)
-	var refused *serve.ErrRefused
+	var refused *serve.RefusedError
 	switch {
 	case errors.As(err, &refused) && refused.Status == http.StatusUnauthorized:
 		return exitcode.With(exitcode.Usage, errors.New(refused.Msg))

@@ -175,7 +175,7 @@ const (
 // The noise policy on its way from the vendor registry to the runner
 // (package noise).
 const (
-	// EnvNoisePolicy is the queue's noise policy, noise.Policy.String():
+	// EnvNoisePolicy is the queue's noise policy, noisepolicy.Policy.String():
 	// set in the eval step's env by the generator, passed into the
 	// container by the sandbox, read by `kbgen run`.
 	EnvNoisePolicy = "KBGEN_NOISE_POLICY"

@@ -78,6 +78,11 @@ func Of(err error) int {
 	return Failure
 }
 
+// IsUsage reports whether err ends the process with Usage: the caller's
+// mistake (bad flags, an unreadable payload file, no or an unknown
+// queue), not the job's or the machine's.
+func IsUsage(err error) bool { return Of(err) == Usage }
+
 // Message is what to print for err: the text of the error it carries, or
 // "" for a silent exit.
 func Message(err error) string {

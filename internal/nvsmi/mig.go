@@ -1,7 +1,11 @@
-// Package nvsmi reads what nvidia-smi prints that more than one kbgen
-// package needs: the GPU and MIG instance list of `nvidia-smi -L` (node
-// plans one agent per instance; the sandbox checks an instance's parent
-// GPU before each job).
+// Package nvsmi is kbgen's one nvidia-smi reader: every query it asks
+// (query.go: the node's inventory, the runner's GPU names, the clean-GPU
+// check's state, compute processes and row remapper, the noise record's
+// samples), their CSV (Fields, Rows, ParseApps), a PCI bus id in sysfs's
+// form and as one key across nvidia-smi, sysfs and the driver's Xid
+// reports (bus.go), and the GPU and MIG instance list of `nvidia-smi -L`
+// (node plans one agent per instance; the sandbox checks an instance's
+// parent GPU before each job).
 package nvsmi
 
 import (

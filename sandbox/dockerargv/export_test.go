@@ -1,0 +1,7 @@
+package dockerargv
+
+// The CPU set readers, for the external tests.
+var (
+	ParseCPUSet = parseCPUSet
+	PickCPUs    = pickCPUs
+)
