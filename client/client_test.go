@@ -26,6 +26,15 @@ type rig struct {
 	events []Event
 }
 
+// rigAttemptTimeout bounds one response's wait in the rig: long enough
+// that a loaded CI machine under -race answers a 200 KiB artifact list in
+// time (150 ms did not: TestResultRidesOnMetaData gave up after 6 tries),
+// short enough that the slow-poll fault (slowPoll) is abandoned and retried.
+const rigAttemptTimeout = time.Second
+
+// slowPoll is the slow-poll fault's delay: past rigAttemptTimeout.
+const slowPoll = rigAttemptTimeout + 500*time.Millisecond
+
 func newRig(t testing.TB, sc fakebuildkite.Script) *rig {
 	t.Helper()
 	clock := NewFakeClock(epoch)
@@ -35,7 +44,7 @@ func newRig(t testing.TB, sc fakebuildkite.Script) *rig {
 	r := &rig{fake: fake, clock: clock, debug: &syncbuf.Buffer{}}
 	c, err := New(Options{
 		APIURL: fake.URL(), Org: fake.Org, Pipeline: fake.Pipeline, Token: fake.Token,
-		Debug: r.debug, Clock: clock, AttemptTimeout: 150 * time.Millisecond,
+		Debug: r.debug, Clock: clock, AttemptTimeout: rigAttemptTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +253,7 @@ func TestFaults(t *testing.T) {
 		{name: "503 on create", fault: fakebuildkite.Fault{Method: "POST", Path: "/builds", Status: 503, Times: 1}, path: "/builds", min: 2},
 		// Each poll gives up after 6 tries; Wait rides out five of those.
 		{name: "API outage of a minute", fault: fakebuildkite.Fault{Method: "GET", Path: "/builds/1", Status: 503, Times: 30}, path: "/builds/1", min: 31},
-		{name: "slow poll", fault: fakebuildkite.Fault{Method: "GET", Path: "/builds/1", Delay: 400 * time.Millisecond, Times: 1}, path: "/builds/1", min: 2},
+		{name: "slow poll", fault: fakebuildkite.Fault{Method: "GET", Path: "/builds/1", Delay: slowPoll, Times: 1}, path: "/builds/1", min: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
