@@ -1,11 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/gpu-mode/kbgen/fleet/alert"
 	"github.com/gpu-mode/kbgen/fleet/dashboard"
@@ -44,36 +44,16 @@ func loadAlerts(path string) (*alert.Config, error) {
 	return &c, nil
 }
 
-// storeOff is --store's value that keeps no history.
-const storeOff = "off"
-
-// openStore opens kbgen serve's store: PostgreSQL when --database-url
-// (or KBGEN_DATABASE_URL) is set, else SQLite at --store or the default
-// path for this service's name; nil with --store off, or when no state
-// directory is known (nothing is kept, and the log says so).
+// openStore opens kbgen serve's store (fleet/store's Where says which:
+// PostgreSQL by --database-url or KBGEN_DATABASE_URL, else SQLite at
+// --store or the default path for this service's name); nil, with why,
+// when nothing is kept.
 func (c *ServeCmd) openStore(ctx context.Context, g *Globals) (*fleetstore.Store, string, error) {
-	o := fleetstore.Options{Service: c.Name, Retention: c.Retention, DSN: g.Getenv(contract.EnvDatabaseURL)}
-	if c.DatabaseURL != "" {
-		o.DSN = c.DatabaseURL
-	}
-	if o.DSN != "" && c.Store != "" {
-		return nil, "", exitcode.With(exitcode.Usage, fmt.Errorf("--store and --database-url name two stores: give one"))
-	}
-	switch {
-	case o.DSN != "":
-	case c.Store == storeOff:
-		return nil, "no store (--store off): history is kept in memory only", nil
-	case c.Store != "":
-		o.Path = c.Store
-	default:
-		dir := g.Getenv("XDG_STATE_HOME")
-		if home := g.Getenv("HOME"); dir == "" && home != "" {
-			dir = filepath.Join(home, ".local", "state")
-		}
-		if dir == "" {
-			return nil, "no store: neither XDG_STATE_HOME nor HOME is set and no --store or --database-url is given; history is kept in memory only", nil
-		}
-		o.Path = fleetstore.DefaultPath(dir, c.Name)
+	o := fleetstore.Options{Service: c.Name, Retention: c.Retention}
+	w := fleetstore.Where{Path: c.Store, DSN: cmp.Or(c.DatabaseURL, g.Getenv(contract.EnvDatabaseURL)),
+		StateHome: g.Getenv("XDG_STATE_HOME"), Home: g.Getenv("HOME")}
+	if none, err := w.Resolve(&o); none != "" || err != nil {
+		return nil, none, exitcode.With(exitcode.Usage, err)
 	}
 	st, err := fleetstore.Open(ctx, o)
 	switch {
@@ -84,9 +64,5 @@ func (c *ServeCmd) openStore(ctx context.Context, g *Globals) (*fleetstore.Store
 		// as systemd's Restart= does.
 		return nil, "", exitcode.With(exitcode.TempFail, err)
 	}
-	where := o.Path
-	if o.DSN != "" {
-		where = "PostgreSQL (--database-url)"
-	}
-	return st, fmt.Sprintf("store: %s (%s, runs kept %s)", where, st.Kind(), c.Retention), nil
+	return st, o.Describe(st), nil
 }
