@@ -47,6 +47,10 @@ const (
 // sudoers line name it, so nothing else may reach them.
 var userName = lazyre.New(`^[A-Za-z_][A-Za-z0-9_.-]{0,31}$`)
 
+// hostName is a host name an agent tag value can carry (the agent name
+// pipelinegen accepts as KBGEN_TARGET_AGENT, less the agent id).
+var hostName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
 // InstanceName is the systemd unit of the agent owning GPU index.
 func InstanceName(index int) string {
 	return fmt.Sprintf("buildkite-agent-gpu@%d.service", index)
@@ -81,6 +85,12 @@ type InstallOptions struct {
 	// for every agent: the sandbox resets a leased GPU that fails the
 	// clean-GPU check, then checks again.
 	AllowGPUReset bool
+	// Hostname, when set, gives every agent the tag
+	// contract.AgentTag=<Hostname>-<agent id>: its name as the agent's
+	// %hostname makes it, so that kbgen serve can target one agent (its
+	// canaries, re-measurements). `kbgen node install` sets it from
+	// os.Hostname, which is what the agent expands %hostname with.
+	Hostname string
 }
 
 // File is one rendered file to install.
@@ -107,6 +117,7 @@ var templates = sync.OnceValue(func() *template.Template {
 // tmplData is what the templates see.
 type tmplData struct {
 	InstallOptions
+	AgentTag           string
 	Agent              *Agent
 	Env                []EnvVar
 	HostCPUs           string
@@ -151,6 +162,9 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	if err := validToken(opts.Token); err != nil {
 		return nil, err
 	}
+	if opts.Hostname != "" && !hostName.MatchString(opts.Hostname) {
+		return nil, fmt.Errorf("host name %q cannot name an agent tag (letters, digits, '.', '_', '-'; at most 63)", opts.Hostname)
+	}
 	if p.HostCPUs == "" {
 		return nil, errors.New("the plan leaves the host no CPUs: reserve at least one core (--reserve-cores)")
 	}
@@ -167,6 +181,7 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		JobsSlice:          JobsSlice,
 		JobCPUs:            p.JobCPUs(),
 		HostCPUsSpaced:     strings.ReplaceAll(p.HostCPUs, ",", " "),
+		AgentTag:           contract.AgentTag,
 	}
 	if opts.VerificationJWKS != nil {
 		d.VerificationJWKS = JWKSFile
