@@ -40,6 +40,9 @@ func (s *Service) Handler(token string) http.Handler {
 	mux.HandleFunc("GET /v1/queues/{queue}", auth(s.serveQueues))
 	mux.HandleFunc("POST /v1/buildkite/webhook", s.countWebhook(s.serveWebhook))
 	mux.Handle("GET /metrics", s.viewAuth(token, s.metrics.Handler().ServeHTTP))
+	mux.HandleFunc("GET /v1/agents", s.viewAuth(token, s.serveAgents))
+	mux.HandleFunc("POST /v1/agents/{name}/quarantine", auth(s.serveQuarantine))
+	mux.HandleFunc("POST /v1/agents/{name}/resume", auth(s.serveResume))
 	return mux
 }
 

@@ -51,6 +51,7 @@ func (s *Service) initFleet() {
 		s.metrics = metrics.New()
 	}
 	s.metrics.SetSource(s.fleetSnapshot)
+	s.initRoster()
 	s.cfg.Budget.record = func(c Class, status int, scope string) {
 		s.metrics.APIRequest(classNames[c], status, scope)
 	}
@@ -105,6 +106,10 @@ func (s *Service) storeWriter(ctx context.Context) {
 		case rec := <-s.storeq:
 			if err := s.cfg.Store.RecordRun(ctx, rec); err != nil {
 				s.logf("store: run %s not kept: %v", rec.ID, err)
+			}
+		case a := <-s.agentq:
+			if err := s.cfg.Store.PutAgent(ctx, a); err != nil {
+				s.logf("store: agent %s not kept: %v", a.Name, err)
 			}
 		case <-t.C:
 			s.pruneStore(ctx)
@@ -202,6 +207,7 @@ func (s *Service) noteFinished(r *Run, b *client.Build) {
 	r.mu.Unlock()
 	for _, f := range all {
 		s.metrics.RunFacts(f)
+		s.roster.Facts(f, s.cfg.Now())
 	}
 	for _, err := range errs {
 		s.logf("run %s: run facts: %v", r.ID, err)
@@ -222,27 +228,16 @@ func (s *Service) fleetSnapshot() metrics.Snapshot {
 		r.mu.Unlock()
 		snap.Jobs = append(snap.Jobs, j)
 	}
-	if qs, ok := s.queueCached(); ok {
+	if _, ok := s.queueCached(); ok {
 		snap.AgentsKnown = true
-		for _, q := range qs {
-			for _, a := range q.Agents {
-				snap.Agents = append(snap.Agents, metrics.Agent{Queue: q.Queue, State: agentState(a)})
-			}
-		}
+	}
+	for _, a := range s.roster.List() {
+		snap.AgentsKnown = true
+		snap.Agents = append(snap.Agents, metrics.Agent{Queue: a.Queue, State: a.State()})
 	}
 	st := s.cfg.Budget.Stats()
 	snap.Budget = metrics.Budget{Limit: s.cfg.Budget.Effective(), Used: st.InLastMinute, OrgRemaining: st.OrgRemaining, UserRemaining: st.UserRemaining}
 	return snap
-}
-
-func agentState(a client.Agent) string {
-	switch {
-	case a.Paused:
-		return metrics.AgentPaused
-	case a.Busy:
-		return metrics.AgentBusy
-	}
-	return metrics.AgentIdle
 }
 
 // queueCached is the cached queue view without waiting: a stale one

@@ -2,6 +2,10 @@ package serve
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -10,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/fleet/roster"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
+	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 )
 
 const testViewToken = "kbgen-view-token-456"
@@ -172,5 +179,98 @@ func TestStoreKeepsRuns(t *testing.T) {
 	}
 	if a := k.Attempts[0]; a.Attempt != 1 || a.Exit == nil || *a.Exit != 75 || a.Agent != "gpu-node-3-gpu0" {
 		t.Errorf("first attempt %+v, want exit 75 on gpu-node-3-gpu0", a)
+	}
+	// The roster learned the agent from the facts and kept it: a new
+	// service on the same store starts with it.
+	var kept []roster.Agent
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(kept) == 0; time.Sleep(20 * time.Millisecond) {
+		kept, _ = st.Agents(context.Background())
+	}
+	if len(kept) != 1 || kept[0].Name != "gpu-node-3-gpu0" || kept[0].Node != "gpu-node-3" {
+		t.Fatalf("kept roster %+v", kept)
+	}
+	again := newRig(t, rigOpts{store: st})
+	if l := again.svc.Roster().List(); len(l) != 1 || l[0].Name != "gpu-node-3-gpu0" {
+		t.Errorf("restored roster %+v", l)
+	}
+}
+
+// signedHook posts a webhook body signed as Buildkite signs them.
+func (r *rig) signedHook(secret string, body []byte) int {
+	r.t.Helper()
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "."))
+	mac.Write(body)
+	return r.postHook(body, map[string]string{"X-Buildkite-Signature": "timestamp=" + ts + ",signature=" + hex.EncodeToString(mac.Sum(nil))})
+}
+
+// TestRosterQuarantineAndLost: a quarantine (Buildkite's agent pause) and
+// an agent.lost webhook each take an agent out of the queue's idle count
+// (Kernelbot's available_runners) at once; the roster, the metrics and
+// GET /v1/agents say why; resume brings the agent back. The view token
+// reads the roster but cannot quarantine.
+func TestRosterQuarantineAndLost(t *testing.T) {
+	const secret = "whsec-roster"
+	r := newRig(t, rigOpts{secret: secret, view: testViewToken})
+	r.fake.SetAgents([]fakebuildkite.AgentSpec{{Name: "h100-0", Queue: "nvidia-h100"}, {Name: "h100-1", Queue: "nvidia-h100"}, {Name: "h100-2", Queue: "nvidia-h100"}})
+	r.fake.SetTokenScopes(r.fake.Token, append(contract.APIScopeNames(), "write_agents")...)
+	idle := func() int {
+		resp, body := r.do("GET", "/v1/queues/nvidia-h100", nil, testToken)
+		var q QueueStatus
+		if resp.StatusCode != 200 || json.Unmarshal(body, &q) != nil {
+			t.Fatalf("queues: %d %s", resp.StatusCode, body)
+		}
+		return q.Idle
+	}
+	if n := idle(); n != 3 {
+		t.Fatalf("idle %d, want 3", n)
+	}
+	q := QuarantineRequest{Note: "3 machine faults in an hour", TimeoutMinutes: 30}
+	if resp, body := r.do("POST", "/v1/agents/h100-0/quarantine", q, testViewToken); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the view token quarantined: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := r.do("POST", "/v1/agents/h100-0/quarantine", q, testToken); resp.StatusCode != 200 {
+		t.Fatalf("quarantine: %d %s", resp.StatusCode, body)
+	}
+	if note, _, ok := r.fake.AgentPause("h100-0"); !ok || !strings.Contains(note, q.Note) {
+		t.Fatalf("Buildkite's pause: %q %v", note, ok)
+	}
+	if n := idle(); n != 2 {
+		t.Errorf("idle %d after a quarantine, want 2", n)
+	}
+	lost := []byte(`{"event": "agent.lost", "agent": {"name": "h100-1", "meta_data": ["queue=nvidia-h100"]}}`)
+	if code := r.signedHook(secret, lost); code != 200 {
+		t.Fatalf("agent.lost webhook: %d", code)
+	}
+	if n := idle(); n != 1 {
+		t.Errorf("idle %d after agent.lost, want 1", n)
+	}
+	resp, body := r.do("GET", "/v1/agents", nil, testViewToken)
+	var agents []roster.Agent
+	if resp.StatusCode != 200 || json.Unmarshal(body, &agents) != nil {
+		t.Fatalf("agents: %d %s", resp.StatusCode, body)
+	}
+	got := map[string]string{}
+	for _, a := range agents {
+		got[a.Name] = a.State()
+	}
+	if got["h100-0"] != "paused" || got["h100-1"] != "lost" || got["h100-2"] != "idle" {
+		t.Errorf("roster states %v", got)
+	}
+	_, body = r.do("GET", "/metrics", nil, testViewToken)
+	for series, want := range map[string]float64{`kbgen_agents{queue="nvidia-h100",state="lost"}`: 1, `kbgen_agents{queue="nvidia-h100",state="paused"}`: 1, `kbgen_agents{queue="nvidia-h100",state="idle"}`: 1} {
+		if v, ok := sample(string(body), series); !ok || v != want {
+			t.Errorf("%s = %g (%v), want %g", series, v, ok, want)
+		}
+	}
+	if resp, body := r.do("POST", "/v1/agents/h100-0/resume", nil, testToken); resp.StatusCode != 200 {
+		t.Fatalf("resume: %d %s", resp.StatusCode, body)
+	}
+	if _, _, ok := r.fake.AgentPause("h100-0"); ok {
+		t.Error("still paused in Buildkite after resume")
+	}
+	if resp, _ := r.do("POST", "/v1/agents/nobody/quarantine", q, testToken); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("quarantine of an unknown agent: %d, want 404", resp.StatusCode)
 	}
 }

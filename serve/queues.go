@@ -70,6 +70,7 @@ func (s *Service) Queues(ctx context.Context, queue string) ([]QueueStatus, erro
 			out = append(out, QueueStatus{QueueStatus: q, Running: q.Busy, AsOf: at})
 		}
 	}
+	s.withoutUnavailable(out)
 	if queue != "" && len(out) == 0 {
 		// A registry queue with no agent and nothing waiting.
 		out = append(out, QueueStatus{QueueStatus: client.QueueStatus{Queue: queue, Agents: []client.Agent{}}, AsOf: at})
@@ -133,6 +134,7 @@ func (s *Service) refreshQueues() {
 	if err == nil {
 		sort.Slice(qs, func(i, j int) bool { return qs[i].Queue < qs[j].Queue })
 		v.qs, v.at = qs, at
+		s.rosterSeen(qs, at)
 	} else {
 		s.logf("queue view: %v", err)
 	}

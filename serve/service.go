@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/fleet/metrics"
+	"github.com/gpu-mode/kbgen/fleet/roster"
 	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/registry"
 )
@@ -118,6 +119,8 @@ type Service struct {
 	// store (fleet.go).
 	metrics *metrics.Recorder
 	storeq  chan fleetstore.Run
+	roster  *roster.Roster
+	agentq  chan roster.Agent
 }
 
 // outage is why the startup scan has not succeeded yet.

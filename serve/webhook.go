@@ -107,6 +107,10 @@ func (s *Service) serveWebhook(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "webhook body is not JSON")
 		return
 	}
+	if s.agentWebhook(hint.Event, body) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "accepted"})
+		return
+	}
 	r := s.runs.byNumber(hint.Build.Number)
 	if r == nil || (hint.Build.MetaData[contract.MetaDataRunID] != "" && hint.Build.MetaData[contract.MetaDataRunID] != r.ID) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ignored"})

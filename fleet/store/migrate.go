@@ -43,6 +43,11 @@ var migrations = []migration{
 			PRIMARY KEY (run_id, attempt))`,
 		`CREATE INDEX attempts_agent ON attempts (agent, finished_at)`,
 	}},
+	// The roster (fleet/roster): one row an agent, its record as JSON so
+	// that a field added to roster.Agent needs no migration.
+	{2, []string{
+		`CREATE TABLE agents (name TEXT PRIMARY KEY, data TEXT NOT NULL, updated_at BIGINT NOT NULL)`,
+	}},
 }
 
 // ErrNewerSchema is a database a newer kbgen migrated.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpu-mode/kbgen/fleet/roster"
 )
 
 // TestRunsRoundTrip: a run and its attempts come back as kept, a second
@@ -107,5 +108,31 @@ func TestRedactDSN(t *testing.T) {
 	t.Parallel()
 	if got := redactDSN("postgres://kbgen:hunter2@db:5432/kbgen"); strings.Contains(got, "hunter2") || !strings.Contains(got, "db:5432") {
 		t.Errorf("redacted %q", got)
+	}
+}
+
+// TestAgentsRoundTrip: the roster's records come back as kept, the latest
+// of an agent winning, on both databases.
+func TestAgentsRoundTrip(t *testing.T) {
+	for name, opts := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open(t, opts(t, "kbgen"))
+			ctx := context.Background()
+			at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			a := roster.Agent{Name: "h100-0", Queue: "nvidia-h100", FirstSeen: at, LastSeen: at, Paused: true, Quarantined: true, PauseNote: "faults", PausedUntil: at.Add(time.Hour)}
+			b := roster.Agent{Name: "h100-1", Queue: "nvidia-h100", FirstSeen: at, LastSeen: at, Lost: true, LostAt: at, LostWhy: "webhook"}
+			for _, x := range []roster.Agent{a, b, a} {
+				if err := s.PutAgent(ctx, x); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := s.Agents(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff([]roster.Agent{a, b}, got); d != "" {
+				t.Errorf("agents (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -123,6 +123,7 @@ type Server struct {
 	faults   []*Fault
 	requests []Request
 	agents   []AgentSpec
+	pauses   map[string]*pauseState // by agent name: agentpause.go
 	limit    rateLimit
 	tokens   map[string]string   // API token → its user (AddToken)
 	scopes   map[string][]string // API token → its scopes, when not kbgen's (SetTokenScopes)
@@ -162,7 +163,7 @@ func newServer(now func() time.Time, apiLn net.Listener) *Server {
 		now = time.Now
 	}
 	s := &Server{Org: "gpu-mode", Pipeline: "kernelbot", Token: "bkua_s3cr3t-t0ken-value", now: now, builds: map[int]*build{}, next: 1, script: QuickScript,
-		tokens: map[string]string{}, scopes: map[string][]string{}, settings: NewPipelineSettings(), limit: rateLimit{rejected: map[string]int{}}}
+		tokens: map[string]string{}, scopes: map[string][]string{}, pauses: map[string]*pauseState{}, settings: NewPipelineSettings(), limit: rateLimit{rejected: map[string]int{}}}
 	s.tokens[s.Token] = DefaultUser
 	s.API = serveOn(apiLn, http.HandlerFunc(s.serveAPI))
 	s.Storage = httptest.NewServer(http.HandlerFunc(s.serveStorage))
@@ -372,6 +373,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case len(parts) == 1 && parts[0] == "agents" && r.Method == http.MethodGet:
 		s.listAgents(w)
+	case len(parts) == 3 && parts[0] == "agents" && (parts[2] == "pause" || parts[2] == "resume") && r.Method == http.MethodPut:
+		s.serveAgentPause(w, r, parts[1], parts[2])
 	case len(parts) == 2 && parts[0] == "pipelines" && r.Method == http.MethodGet:
 		s.servePipeline(w, parts[1])
 	case len(parts) >= 3 && parts[0] == "pipelines" && parts[1] == s.Pipeline && parts[2] == "builds":
@@ -471,10 +474,15 @@ func (s *Server) listAgents(w http.ResponseWriter) {
 	defer s.mu.Unlock()
 	out := []any{}
 	for i, a := range s.agents {
+		paused, p := s.agentPausedLocked(i)
 		ag := map[string]any{
-			"id": fmt.Sprintf("agent-%d", i), "name": a.Name, "connection_state": "connected",
+			"id": agentID(i), "name": a.Name, "connection_state": "connected",
 			"hostname": "node", "version": a.Version, "meta_data": []string{"queue=" + a.Queue, "gpu-index=" + strconv.Itoa(i)},
-			"paused": a.Paused,
+			"paused": paused,
+		}
+		if p != nil {
+			ag["paused_note"] = p.note
+			ag["paused_timeout_in_minutes"] = int(p.until.Sub(s.now()).Round(time.Minute).Minutes())
 		}
 		if a.BusyWith != "" {
 			ag["job"] = map[string]any{"id": "j", "type": "script", "name": a.BusyWith, "state": "running"} // agents.md: the job's "name"

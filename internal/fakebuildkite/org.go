@@ -84,6 +84,8 @@ func scopeFor(method string, parts []string) string {
 	switch {
 	case len(parts) == 1 && parts[0] == "agents":
 		return "read_agents"
+	case len(parts) == 3 && parts[0] == "agents":
+		return "write_agents" // agents.md: pause, resume, stop
 	case len(parts) == 2 && parts[0] == "pipelines" && method == http.MethodGet:
 		return "read_pipelines"
 	case len(parts) < 3 || parts[0] != "pipelines" || parts[2] != "builds":
