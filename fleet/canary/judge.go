@@ -47,8 +47,8 @@ func (o Options) withDefaults() Options {
 // Baseline is an (agent, context)'s reference: the median and scaled MAD
 // of its first quiet points.
 type Baseline struct {
-	Median float64 `json:"median_ms"`
-	MAD    float64 `json:"mad_ms"`
+	Median float64 `json:"median"`
+	MAD    float64 `json:"mad"`
 	N      int     `json:"points"`
 }
 
@@ -79,7 +79,7 @@ type Assessment struct {
 	State       State    `json:"state"`
 	Baseline    Baseline `json:"baseline"`
 	// Median is the median of the context's quiet points (the offset's).
-	Median float64  `json:"median_ms"`
+	Median float64  `json:"median"`
 	Scored []Scored `json:"scored,omitempty"`
 	// Streak is how many of the last scored points are outliers on the
 	// same side.

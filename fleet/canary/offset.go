@@ -6,8 +6,8 @@ package canary
 type Offset struct {
 	Agent       string  `json:"agent"`
 	Fingerprint string  `json:"fingerprint"`
-	Median      float64 `json:"median_ms"`
-	PeerMedian  float64 `json:"peer_median_ms"`
+	Median      float64 `json:"median"`
+	PeerMedian  float64 `json:"peer_median"`
 	// Change is (Median - PeerMedian) / PeerMedian.
 	Change float64 `json:"change"`
 	// Peers is how many agents (this one included) the peer median is of;

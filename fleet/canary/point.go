@@ -28,8 +28,9 @@ type Point struct {
 	Agent string    `json:"agent"`
 	RunID string    `json:"run_id"`
 	At    time.Time `json:"at"`
-	// Score is the canary's time in milliseconds (lower is faster).
-	Score   float64 `json:"score_ms"`
+	// Score is the canary's time: the geometric mean of its benchmarks'
+	// means, in the harness's unit (lower is faster; Score).
+	Score   float64 `json:"score"`
 	Context Context `json:"context"`
 	// Fingerprint names the hardware (GPU model, CPU model): agents with
 	// the same one should score alike.

@@ -48,6 +48,12 @@ var migrations = []migration{
 	{2, []string{
 		`CREATE TABLE agents (name TEXT PRIMARY KEY, data TEXT NOT NULL, updated_at BIGINT NOT NULL)`,
 	}},
+	// The canaries (fleet/canary): one row a finished canary, the point
+	// as JSON (a field added to canary.Point needs no migration).
+	{3, []string{
+		`CREATE TABLE canary_points (run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, at BIGINT NOT NULL, data TEXT NOT NULL)`,
+		`CREATE INDEX canary_points_agent ON canary_points (agent, at)`,
+	}},
 }
 
 // ErrNewerSchema is a database a newer kbgen migrated.
