@@ -38,6 +38,7 @@ func (s *Service) Handler(token string) http.Handler {
 	mux.HandleFunc("DELETE /v1/runs/{id}", auth(s.serveDelete))
 	mux.HandleFunc("GET /v1/queues", auth(s.serveQueues))
 	mux.HandleFunc("GET /v1/queues/{queue}", auth(s.serveQueues))
+	mux.HandleFunc("GET /v1/canaries", s.viewAuth(token, s.serveCanaries))
 	mux.HandleFunc("POST /v1/buildkite/webhook", s.countWebhook(s.serveWebhook))
 	mux.Handle("GET /metrics", s.viewAuth(token, s.metrics.Handler().ServeHTTP))
 	mux.HandleFunc("GET /v1/agents", s.viewAuth(token, s.serveAgents))

@@ -81,6 +81,8 @@ type Config struct {
 	// Store, when set, keeps finished runs and their facts across
 	// restarts (fleet/store); the caller opens and closes it.
 	Store *fleetstore.Store
+	// Canary turns the canaries on (canary.go).
+	Canary CanaryConfig
 	// Log receives one line per notable event; never the token.
 	Log io.Writer
 	Now func() time.Time // default time.Now
@@ -121,6 +123,7 @@ type Service struct {
 	storeq  chan fleetstore.Run
 	roster  *roster.Roster
 	agentq  chan roster.Agent
+	canary  *canaries // canary.go
 }
 
 // outage is why the startup scan has not succeeded yet.
@@ -174,6 +177,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, runs: newStore(), pending: newCreateQueue(), kick: make(chan struct{}, 1), fetchq: make(chan *Run, 1<<16), ready: make(chan struct{}), keep: newKeeper(cfg)}
 	s.initFleet()
+	s.initCanary()
 	return s, nil
 }
 
@@ -195,6 +199,7 @@ func (s *Service) Start(ctx context.Context) error {
 	go s.creator(ctx)
 	go s.watch(ctx)
 	go s.storeWriter(ctx)
+	go s.canaryLoop(ctx)
 	for range 4 {
 		go s.fetcher(ctx)
 	}

@@ -48,6 +48,7 @@ type rigOpts struct {
 	keep      Config                // its SpillDir and Result* bounds are used
 	view      string                // Config.ViewToken
 	store     *fleetstore.Store     // Config.Store
+	canary    CanaryConfig          // Config.Canary
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -82,7 +83,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
-		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view, Store: o.store,
+		OrphanGrace: o.orphan, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view, Store: o.store, Canary: o.canary,
 		SpillDir: o.keep.SpillDir, ResultMemory: o.keep.ResultMemory, ResultInMemoryMax: o.keep.ResultInMemoryMax, ResultDisk: o.keep.ResultDisk})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,9 @@ type RunRequest struct {
 	Branch         string  `json:"branch,omitempty"` // default main
 	Commit         string  `json:"commit,omitempty"` // default HEAD
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	// Agent pins the run to the agent of this name (its kbgen-agent tag,
+	// contract.EnvTargetAgent): canaries and re-measurements.
+	Agent string `json:"agent,omitempty"`
 }
 
 // Run states the API reports.

@@ -15,9 +15,10 @@ import (
 const RunIDPrefix = "kbgen-canary-"
 
 // RunID is the canary's run id for agent at now: unique per agent and
-// second, and printable as serve requires.
+// millisecond (an agent has one canary at a time, each far longer), and
+// printable as serve requires.
 func RunID(agent string, now time.Time) string {
-	return fmt.Sprintf("%s%s-%d", RunIDPrefix, agent, now.Unix())
+	return fmt.Sprintf("%s%s-%d", RunIDPrefix, agent, now.UnixMilli())
 }
 
 // IsCanary says whether runID is a canary's.

@@ -34,6 +34,7 @@ func TestScore(t *testing.T) {
 		err  string
 	}{
 		{name: "geometric mean", res: result("benchmark", two), want: 200},
+		{name: "one benchmark is its mean exactly", res: result("benchmark", map[string]string{"benchmark-count": "1", "benchmark.0.mean": "1000"}), want: 1000},
 		{name: "the leaderboard run first", res: both, want: 200},
 		{name: "nil", res: nil, err: ErrNoScore.Error()},
 		{name: "failed", res: failed, err: ErrNoScore.Error()},
@@ -54,7 +55,7 @@ func TestScore(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || math.Abs(got-tc.want) > 1e-9 {
+			if err != nil || math.Abs(got-tc.want) > 1e-9 || (tc.want == 1000 && got != 1000) {
 				t.Fatalf("Score = %v, %v; want %v", got, err, tc.want)
 			}
 		})
@@ -123,8 +124,8 @@ func TestDue(t *testing.T) {
 
 func TestRunID(t *testing.T) {
 	t.Parallel()
-	id := RunID("node1-gpu0", time.Unix(1700000000, 0))
-	if id != "kbgen-canary-node1-gpu0-1700000000" || !IsCanary(id) || IsCanary("run-1") {
+	id := RunID("node1-gpu0", time.UnixMilli(1700000000123))
+	if id != "kbgen-canary-node1-gpu0-1700000000123" || !IsCanary(id) || IsCanary("run-1") {
 		t.Errorf("RunID = %q, IsCanary wrong", id)
 	}
 }

@@ -42,14 +42,17 @@ func geomeanOfMeans(kv map[string]string) (float64, error) {
 	if err != nil || n < 1 || n > maxBenchmarks {
 		return 0, fmt.Errorf("canary: benchmark-count %q is not 1 to %d", kv["benchmark-count"], maxBenchmarks)
 	}
-	var logs float64
+	var logs, only float64
 	for i := range n {
 		key := fmt.Sprintf("benchmark.%d.mean", i)
 		m, err := strconv.ParseFloat(kv[key], 64)
 		if err != nil || !(m > 0) || math.IsInf(m, 0) {
 			return 0, fmt.Errorf("canary: %s %q is not a positive number", key, kv[key])
 		}
-		logs += math.Log(m)
+		logs, only = logs+math.Log(m), m
+	}
+	if n == 1 {
+		return only, nil // exp(log(m)) need not give m back
 	}
 	return math.Exp(logs / float64(n)), nil
 }
