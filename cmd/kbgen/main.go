@@ -89,7 +89,7 @@ type CLI struct {
 // cliVars are the ${names} the commands' help and defaults use.
 func cliVars() kong.Vars {
 	return kong.Vars{"version": version.Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String(),
-		"api_budget": strconv.Itoa(serve.DefaultAPIBudget), "user_budget": strconv.Itoa(serve.DefaultPerUser), "control_queue": contract.ControlQueue,
+		"api_budget": strconv.Itoa(serve.DefaultAPIBudget), "user_budget": strconv.Itoa(serve.DefaultPerUser), "control_queue": contract.ControlQueue, "canary_example": canaryExample,
 		"api_scopes": strings.Join(contract.APIScopeNames(), ", ")}
 }
 

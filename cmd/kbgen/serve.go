@@ -28,6 +28,7 @@ type ServeCmd struct {
 	Vendors        string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 
 	BuildkiteFlags `embed:""`
+	canaryFlags    `embed:""`
 }
 
 func (c *ServeCmd) Run(g *Globals) error {
@@ -40,6 +41,10 @@ func (c *ServeCmd) Run(g *Globals) error {
 		return exitcode.With(exitcode.Usage, err)
 	}
 	reg, err := loadRegistry(g, c.Vendors)
+	if err != nil {
+		return err
+	}
+	canaries, err := c.canaryFlags.config()
 	if err != nil {
 		return err
 	}
@@ -71,7 +76,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	svc, err := serve.New(serve.Config{
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
-		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace), ViewToken: g.Getenv(contract.EnvViewToken), Store: st,
+		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace), ViewToken: g.Getenv(contract.EnvViewToken), Store: st, Canary: canaries,
 		BootstrapQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
 	})
 	if err != nil {
@@ -107,7 +112,8 @@ Environment:
 
 API: POST /v1/runs, GET /v1/runs/ID, GET /v1/runs/ID/events, DELETE /v1/runs/ID,
 GET /v1/queues, GET /v1/queues/QUEUE, GET /, GET /metrics (Prometheus; see
-"Watching the fleet" in docs/operations.md).
+"Watching the fleet" in docs/operations.md), GET /v1/canaries (--canary-every),
+POST /v1/runs/ID/verify (kbgen verify).
 
 Example:
   export BUILDKITE_API_TOKEN=… BUILDKITE_ORG=gpu-mode BUILDKITE_PIPELINE=kernelbot KBGEN_SERVER_TOKEN=…
