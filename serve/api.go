@@ -39,6 +39,8 @@ func (s *Service) Handler(token string) http.Handler {
 	mux.HandleFunc("GET /v1/queues", auth(s.serveQueues))
 	mux.HandleFunc("GET /v1/queues/{queue}", auth(s.serveQueues))
 	mux.HandleFunc("GET /v1/canaries", s.viewAuth(token, s.serveCanaries))
+	mux.HandleFunc("POST /v1/runs/{id}/verify", auth(s.servePostVerify))
+	mux.HandleFunc("GET /v1/runs/{id}/verify", auth(s.serveGetVerify))
 	mux.HandleFunc("POST /v1/buildkite/webhook", s.countWebhook(s.serveWebhook))
 	mux.Handle("GET /metrics", s.viewAuth(token, s.metrics.Handler().ServeHTTP))
 	mux.HandleFunc("GET /v1/agents", s.viewAuth(token, s.serveAgents))

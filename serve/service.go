@@ -123,7 +123,8 @@ type Service struct {
 	storeq  chan fleetstore.Run
 	roster  *roster.Roster
 	agentq  chan roster.Agent
-	canary  *canaries // canary.go
+	canary  *canaries      // canary.go
+	verifs  *verifications // verify.go
 }
 
 // outage is why the startup scan has not succeeded yet.
