@@ -1,7 +1,9 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -125,3 +127,26 @@ func TestVerifyRefused(t *testing.T) {
 }
 
 func abs(x float64) float64 { return max(x, -x) }
+
+// TestRemoteVerify: kbgen verify's client starts the re-measurement and
+// waits for its verdict.
+func TestRemoteVerify(t *testing.T) {
+	f := &canaryFleet{scores: map[string][]float64{untargeted: {1000}, "node1-gpu0": {1002}}, served: map[string]int{}}
+	r := newCanaryRig(t, f, 0, false)
+	r.submit("rec9")
+	r.await("rec9", 10*time.Second)
+	rem, err := NewRemote(r.http.URL, testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := rem.Verify(ctx, "rec9", 1, 20*time.Millisecond)
+	if err != nil || rep.Verdict != verify.Confirmed || len(rep.Reruns) != 1 || rep.Reruns[0].Agent != "node1-gpu0" {
+		t.Fatalf("Verify = %+v, %v; want confirmed by node1-gpu0", rep, err)
+	}
+	var refused *ErrRefused
+	if _, err := rem.Verify(ctx, "none", 1, time.Millisecond); !errors.As(err, &refused) || refused.Status != http.StatusConflict {
+		t.Errorf("Verify of no run: %v, want a 409 refusal", err)
+	}
+}

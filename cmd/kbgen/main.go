@@ -79,6 +79,7 @@ type CLI struct {
 	Wait   WaitCmd   `cmd:"" help:"Re-attach to a build, wait for it to finish, and print its FullResult."`
 	Result ResultCmd `cmd:"" help:"Fetch the FullResult of a finished build."`
 	Queues QueuesCmd `cmd:"" help:"Show agents per queue (idle, busy) and builds waiting."`
+	Verify VerifyCmd `cmd:"" help:"Re-measure a finished run on other agents of its hardware through kbgen serve: confirm a record before it is announced."`
 
 	// The bootstrap step and the operators.
 	Generate GenerateCmd `cmd:"" help:"Print (or upload) the Buildkite pipeline for the job in the build env (the bootstrap step runs it)."`
