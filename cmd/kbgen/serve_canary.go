@@ -13,7 +13,7 @@ import (
 
 // canaryExample is the built-in example a canary runs, in benchmark mode,
 // when --canary-payload names none.
-const canaryExample = "vectoradd"
+const canaryExample = "calibrate"
 
 // canaryFlags are kbgen serve's canary flags (docs/operations.md,
 // "Canaries").
