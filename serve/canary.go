@@ -44,6 +44,8 @@ type CanaryConfig struct {
 // most one create call ahead of any submission.
 const (
 	canaryTick = 5 * time.Second
+	// minCanaryDeadline is the least time a canary is given to run.
+	minCanaryDeadline = 10 * time.Minute
 	// CanaryQuarantine is how long a drifting agent is paused.
 	CanaryQuarantine = 24 * time.Hour
 	// maxCanaryPoints bounds one agent's series in memory (the store
@@ -118,8 +120,10 @@ func (s *Service) canaryTick() {
 		return
 	}
 	for _, t := range s.canaryDue(now) {
+		// A canary that has not run within its interval (a busy queue, an
+		// agent without the kbgen-agent tag) is canceled: the next one is due.
 		req := RunRequest{RunID: canary.RunID(t.Agent, now), Queue: t.Queue, Payload: s.cfg.Canary.Payload,
-			Priority: strconv.Itoa(pipelinegen.PriorityLowest), Agent: t.Agent}
+			Priority: strconv.Itoa(pipelinegen.PriorityLowest), Agent: t.Agent, TimeoutSeconds: max(s.cfg.Canary.Every, minCanaryDeadline).Seconds()}
 		if _, fresh, err := s.Submit(req); err != nil || !fresh {
 			s.logf("canary for agent %s not submitted: %v (a new run: %v)", t.Agent, err, fresh)
 			c.last[t.Agent] = now // not again at once: at the next interval

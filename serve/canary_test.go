@@ -113,6 +113,10 @@ func TestCanaryBuild(t *testing.T) {
 	if meta[contract.MetaDataQueue] != "nvidia-h100" {
 		t.Errorf("meta-data queue %q", meta[contract.MetaDataQueue])
 	}
+	// Canceled if it has not run within its interval.
+	if dl, err := time.Parse(time.RFC3339, meta[MetaDataDeadline]); err != nil || dl.Before(time.Now().Add(59*time.Minute)) || dl.After(time.Now().Add(61*time.Minute)) {
+		t.Errorf("deadline %q (%v), want about an hour from now", meta[MetaDataDeadline], err)
+	}
 	reg, err := registry.Load("")
 	if err != nil {
 		t.Fatal(err)
