@@ -61,13 +61,15 @@ type canaries struct {
 	open     map[string]string         // agent → its canary's run id, in flight
 	rerun    map[string]bool           // the last was noisy: again at the next tick
 	flagged  map[string]bool           // drift reported, until the agent is ok again
+	changes  map[string]changeCache    // change points, by agent
 	creating string                    // the canary waiting for its create
 }
 
 func (s *Service) initCanary() {
 	s.verifs = &verifications{byRun: map[string]*verification{}} // verify.go: it reads the canaries' fingerprints
+	s.metrics.Registry().MustRegister(canaryCollector{s})
 	s.canary = &canaries{points: map[string][]canary.Point{}, last: map[string]time.Time{}, open: map[string]string{},
-		rerun: map[string]bool{}, flagged: map[string]bool{}}
+		rerun: map[string]bool{}, flagged: map[string]bool{}, changes: map[string]changeCache{}}
 	if s.cfg.Store == nil {
 		return
 	}
@@ -283,13 +285,7 @@ type CanaryAgent struct {
 
 // Canaries is the report of every agent's canaries.
 func (s *Service) Canaries() CanaryReport {
-	c := s.canary
-	c.mu.Lock()
-	series := make(map[string][]canary.Point, len(c.points))
-	for agent, pts := range c.points {
-		series[agent] = append([]canary.Point(nil), pts...)
-	}
-	c.mu.Unlock()
+	series := s.canarySeries()
 	rep := CanaryReport{Every: s.cfg.Canary.Every.String(), Agents: []CanaryAgent{}}
 	var as []canary.Assessment
 	for _, pts := range series {
@@ -298,20 +294,62 @@ func (s *Service) Canaries() CanaryReport {
 			continue
 		}
 		as = append(as, a)
-		rep.Agents = append(rep.Agents, CanaryAgent{Assessment: a, Points: pts, ChangePoints: changePoints(pts)})
+		rep.Agents = append(rep.Agents, CanaryAgent{Assessment: a, Points: pts, ChangePoints: s.changePoints(a.Agent, pts)})
 	}
 	rep.Offsets = canary.Offsets(as)
 	return rep
 }
 
-// changePoints are the run ids where the quiet points' series changes.
-func changePoints(pts []canary.Point) []string {
+// canarySeries is a copy of every agent's points.
+func (s *Service) canarySeries() map[string][]canary.Point {
+	c := s.canary
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	series := make(map[string][]canary.Point, len(c.points))
+	for agent, pts := range c.points {
+		series[agent] = append([]canary.Point(nil), pts...)
+	}
+	return series
+}
+
+// maxChangeWindow bounds the points E-divisive looks at (60 days at a
+// canary every 6 hours): its cost grows with the square of the points.
+const maxChangeWindow = 240
+
+// changeCache is an agent's change points for the series it had.
+type changeCache struct {
+	last string // the run id of the series' last point
+	ids  []string
+}
+
+// changePoints are the run ids where agent's quiet series changes,
+// computed once per new point.
+func (s *Service) changePoints(agent string, pts []canary.Point) []string {
+	c := s.canary
+	last := pts[len(pts)-1].RunID
+	c.mu.Lock()
+	hit, ok := c.changes[agent]
+	c.mu.Unlock()
+	if ok && hit.last == last {
+		return hit.ids
+	}
+	ids := changePointsOf(pts)
+	c.mu.Lock()
+	c.changes[agent] = changeCache{last: last, ids: ids}
+	c.mu.Unlock()
+	return ids
+}
+
+// changePointsOf is the run ids where the last maxChangeWindow quiet
+// points change.
+func changePointsOf(pts []canary.Point) []string {
 	var quiet []canary.Point
 	for _, p := range pts {
 		if !p.Noisy {
 			quiet = append(quiet, p)
 		}
 	}
+	quiet = quiet[max(len(quiet)-maxChangeWindow, 0):]
 	xs := make([]float64, len(quiet))
 	for i, p := range quiet {
 		xs[i] = p.Score
@@ -348,16 +386,21 @@ func (s *Service) CanaryStatuses() (out []CanaryStatus, known bool) {
 	if s.cfg.Canary.Every <= 0 {
 		return nil, false
 	}
-	rep := s.Canaries()
+	var as []canary.Assessment
+	for _, pts := range s.canarySeries() {
+		if a, err := canary.Judge(pts, s.cfg.Canary.Options); err == nil {
+			as = append(as, a)
+		}
+	}
 	offsets := map[string]float64{}
-	for _, o := range rep.Offsets {
+	for _, o := range canary.Offsets(as) {
 		offsets[o.Agent] = o.Change
 	}
 	queues := map[string]string{}
 	for _, a := range s.roster.List() {
 		queues[a.Name] = a.Queue
 	}
-	for _, a := range rep.Agents {
+	for _, a := range as {
 		st := CanaryStatus{Queue: queues[a.Agent], Agent: a.Agent, State: a.State, Offset: offsets[a.Agent]}
 		if a.State == canary.Drift {
 			st.Drift = a.Scored[len(a.Scored)-1].Change

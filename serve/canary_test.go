@@ -1,9 +1,11 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -182,6 +184,16 @@ func TestCanariesFlowIntoBaseline(t *testing.T) {
 	if _, _, ok := r.fake.AgentPause("node1-gpu0"); ok {
 		t.Error("the steady agent was paused")
 	}
+	_, scrape := r.do("GET", "/metrics", nil, testToken)
+	for series, want := range map[string]float64{
+		`kbgen_canary_drifting{agent="node2-gpu0",queue="nvidia-h100"}`: 1,
+		`kbgen_canary_drifting{agent="node1-gpu0",queue="nvidia-h100"}`: 0,
+	} {
+		if got, ok := sample(string(scrape), series); !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
+		}
+	}
+	promtoolCheck(t, scrape)
 	sts, known := r.svc.CanaryStatuses()
 	if !known || len(sts) != 2 {
 		t.Fatalf("CanaryStatuses = %+v, %v", sts, known)
@@ -190,5 +202,50 @@ func TestCanariesFlowIntoBaseline(t *testing.T) {
 		if st.Agent == "node2-gpu0" && (st.Drift < 0.09 || st.Queue != "nvidia-h100") {
 			t.Errorf("alert status of the slow agent: %+v", st)
 		}
+	}
+}
+
+// TestChangePointsOf: the change points of an agent's series are named by
+// the run id of the quiet point that starts the new segment; noisy points
+// are left out of the series, and only the last maxChangeWindow count.
+func TestChangePointsOf(t *testing.T) {
+	t.Parallel()
+	var pts []canary.Point
+	add := func(score float64, noisy bool) {
+		pts = append(pts, canary.Point{RunID: fmt.Sprintf("c%d", len(pts)), Score: score, Noisy: noisy})
+	}
+	for i := range 30 {
+		add(1000+float64(i%3), false)
+		if i == 10 {
+			add(5000, true) // c11: re-run, not part of the series
+		}
+	}
+	for i := range 30 {
+		add(1100+float64(i%3), false)
+	}
+	if got := changePointsOf(pts); len(got) != 1 || got[0] != "c31" {
+		t.Errorf("change points %v, want [c31] (the first slow point; c11 is noisy)", got)
+	}
+	// A step older than the window is not looked at.
+	for i := range maxChangeWindow {
+		add(1100+float64(i%3), false)
+	}
+	if got := changePointsOf(pts); len(got) != 0 {
+		t.Errorf("change points %v, want none within the last %d points", got, maxChangeWindow)
+	}
+}
+
+// promtoolCheck has Prometheus' own linter read a scrape.
+func promtoolCheck(t *testing.T, scrape []byte) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Log("SKIP promtool check: promtool is not installed (Debian: prometheus)")
+		return
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(scrape)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
