@@ -58,6 +58,7 @@ func (s *Service) initFleet() error {
 	s.runs.onDone = func(r *Run, st client.Status) {
 		s.metrics.RunDone(r.req.Queue, statusNames[st])
 		s.keepRun(r, st)
+		s.canaryDone(r, st)
 	}
 	if s.cfg.Store != nil {
 		s.storeq = make(chan fleetstore.Run, storeQueue)
