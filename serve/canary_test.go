@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gpu-mode/kbgen/fleet/alert"
 	"github.com/gpu-mode/kbgen/fleet/canary"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -61,7 +63,13 @@ const untargeted = "node0-gpu0"
 
 func newCanaryRig(t *testing.T, f *canaryFleet, every time.Duration, quarantine bool) *rig {
 	t.Helper()
-	r := newRig(t, rigOpts{canary: CanaryConfig{Every: every, Payload: testPayload(t), Quarantine: quarantine}})
+	return newCanaryRigWith(t, f, rigOpts{canary: CanaryConfig{Every: every, Payload: testPayload(t), Quarantine: quarantine}})
+}
+
+// newCanaryRigWith is newCanaryRig with more of the service's options.
+func newCanaryRigWith(t *testing.T, f *canaryFleet, o rigOpts) *rig {
+	t.Helper()
+	r := newRig(t, o)
 	r.fake.SetScriptFor(f.script)
 	var agents []fakebuildkite.AgentSpec
 	for name := range f.scores {
@@ -203,6 +211,47 @@ func TestCanariesFlowIntoBaseline(t *testing.T) {
 			t.Errorf("alert status of the slow agent: %+v", st)
 		}
 	}
+}
+
+// TestCanaryDriftAlert: with canaries and alerts on, the alerts read the
+// canaries' verdicts: an agent whose two canaries are 10 % slow is a
+// canary_drift alarm once held 15 minutes, and its recovery (canaries back
+// at the baseline) resolves it; its steady peer never alarms.
+func TestCanaryDriftAlert(t *testing.T) {
+	steady := []float64{1000, 1002, 998, 1001, 999, 1000, 1003, 997, 1001, 999}
+	slow := []float64{1000, 1002, 998, 1001, 999, 1000, 1003, 997, 1100, 1101, 1000, 1001}
+	f := &canaryFleet{scores: map[string][]float64{"node1-gpu0": steady, "node2-gpu0": slow}, served: map[string]int{}}
+	clock := &skewClock{}
+	r := newCanaryRigWith(t, f, rigOpts{canary: CanaryConfig{Every: time.Nanosecond, Payload: testPayload(t)}, alerts: &alert.Config{}, now: clock.now})
+	firing := func() []string {
+		var out []string
+		for _, a := range r.svc.alerts.Firing() {
+			if a.Condition == alert.CanaryDrift {
+				out = append(out, a.Labels["queue"]+"/"+a.Labels["agent"])
+			}
+		}
+		return out
+	}
+	r.runCanaries(f, 10)
+	time.Sleep(100 * time.Millisecond) // evaluations every 20 ms: pending, not firing
+	if got := firing(); len(got) != 0 {
+		t.Fatalf("fired before holding 15 minutes: %v", got)
+	}
+	clock.advance(15*time.Minute + time.Second)
+	waitFor(t, "the canary_drift alarm of node2-gpu0", func() bool { return slices.Equal(firing(), []string{"nvidia-h100/node2-gpu0"}) })
+	r.runCanaries(f, len(slow))
+	waitFor(t, "the alarm resolved", func() bool { return len(firing()) == 0 })
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
 }
 
 // TestChangePointsOf: the change points of an agent's series are named by

@@ -92,8 +92,9 @@ type Config struct {
 	Alerts *alert.Config
 	// AlertEvery is how often the alerts judge the fleet; default 15 s.
 	AlertEvery time.Duration
-	// Canaries feeds the alerts' canary_drift condition; nil: not wired
-	// (the condition says nothing).
+	// Canaries feeds the alerts' canary_drift condition; nil: the
+	// canaries' verdicts when Canary is on (alerts.go), else nothing (the
+	// condition says nothing).
 	Canaries alert.CanarySource
 	// VendorTokens are vendors' dashboard tokens: each sees only its
 	// queues (--vendor-tokens).
