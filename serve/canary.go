@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/fleet/canary"
+	"github.com/gpu-mode/kbgen/fleet/metrics"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/payload"
@@ -67,7 +68,6 @@ type canaries struct {
 
 func (s *Service) initCanary() {
 	s.verifs = &verifications{byRun: map[string]*verification{}} // verify.go: it reads the canaries' fingerprints
-	s.metrics.Registry().MustRegister(canaryCollector{s})
 	s.canary = &canaries{points: map[string][]canary.Point{}, last: map[string]time.Time{}, open: map[string]string{},
 		rerun: map[string]bool{}, flagged: map[string]bool{}, changes: map[string]changeCache{}}
 	if s.cfg.Store == nil {
@@ -408,4 +408,17 @@ func (s *Service) CanaryStatuses() (out []CanaryStatus, known bool) {
 		out = append(out, st)
 	}
 	return out, true
+}
+
+// canaryMetrics is the judged agents' verdicts for /metrics
+// (fleet/metrics: kbgen_canary_drifting, kbgen_canary_offset_ratio).
+func (s *Service) canaryMetrics() []metrics.Canary {
+	sts, _ := s.CanaryStatuses()
+	var out []metrics.Canary
+	for _, st := range sts {
+		if st.State != canary.Baselining {
+			out = append(out, metrics.Canary{Agent: st.Agent, Queue: st.Queue, Drifting: st.State == canary.Drift, Offset: st.Offset})
+		}
+	}
+	return out
 }

@@ -250,6 +250,7 @@ func (s *Service) fleetSnapshot() metrics.Snapshot {
 	}
 	st := s.cfg.Budget.Stats()
 	snap.Budget = metrics.Budget{Limit: s.cfg.Budget.Effective(), Used: st.InLastMinute, OrgRemaining: st.OrgRemaining, UserRemaining: st.UserRemaining}
+	snap.Canaries = s.canaryMetrics()
 	return snap
 }
 
