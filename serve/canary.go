@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/fleet/canary"
+	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	"github.com/gpu-mode/kbgen/fleet/metrics"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
@@ -419,6 +420,45 @@ func (s *Service) canaryMetrics() []metrics.Canary {
 		if st.State != canary.Baselining {
 			out = append(out, metrics.Canary{Agent: st.Agent, Queue: st.Queue, Drifting: st.State == canary.Drift, Offset: st.Offset})
 		}
+	}
+	return out
+}
+
+// sparkPoints is how many of an agent's latest quiet canaries the
+// dashboard draws (15 days at one every 6 hours).
+const sparkPoints = 60
+
+// dashboardCanaries is each agent's canary sparkline: its latest quiet
+// scores, its baseline and the change points among them; none while
+// canaries are off.
+func (s *Service) dashboardCanaries() map[string]*dashboard.Canary {
+	if s.cfg.Canary.Every <= 0 {
+		return nil
+	}
+	out := map[string]*dashboard.Canary{}
+	for _, a := range s.Canaries().Agents {
+		c := &dashboard.Canary{State: string(a.State)}
+		if a.State != canary.Baselining {
+			c.Baseline = a.Baseline.Median
+		}
+		var quiet []canary.Point
+		for _, p := range a.Points {
+			if !p.Noisy {
+				quiet = append(quiet, p)
+			}
+		}
+		quiet = quiet[max(len(quiet)-sparkPoints, 0):]
+		at := map[string]int{}
+		for i, p := range quiet {
+			c.Scores = append(c.Scores, p.Score)
+			at[p.RunID] = i
+		}
+		for _, id := range a.ChangePoints {
+			if i, ok := at[id]; ok {
+				c.Changes = append(c.Changes, i)
+			}
+		}
+		out[a.Agent] = c
 	}
 	return out
 }

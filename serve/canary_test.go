@@ -202,6 +202,17 @@ func TestCanariesFlowIntoBaseline(t *testing.T) {
 		}
 	}
 	promtoolCheck(t, scrape)
+	// The dashboard draws each agent's quiet canaries (the noisy one
+	// left out) as a sparkline in its row, with its state.
+	_, page := r.do("GET", "/dashboard", nil, testToken)
+	row := string(page)
+	if i := strings.Index(row, `data-agent="node2-gpu0"`); i >= 0 {
+		row = row[i:]
+		row = row[:strings.Index(row, "</tr>")]
+	}
+	if want := fmt.Sprintf(`aria-label="%d canaries; change points: 0"`, len(slow)-1); !strings.Contains(row, want) || !strings.Contains(row, `<span class="drift">drift</span>`) {
+		t.Errorf("the slow agent's dashboard row lacks its sparkline (%s) or its drift:\n%s", want, row)
+	}
 	sts, known := r.svc.CanaryStatuses()
 	if !known || len(sts) != 2 {
 		t.Fatalf("CanaryStatuses = %+v, %v", sts, known)
