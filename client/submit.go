@@ -54,6 +54,9 @@ type Submission struct {
 	BootstrapQueue string
 	Branch         string
 	Commit         string
+	// Agent optionally pins the eval step to the agent of this name
+	// (contract.EnvTargetAgent): canaries and re-measurements.
+	Agent string
 }
 
 // NewBuild is the build request of the build-env contract
@@ -64,7 +67,7 @@ func (s *Submission) NewBuild() NewBuild {
 	env := payload.SplitEnv(s.Encoded)
 	env[contract.EnvRunID] = s.RunID
 	env[contract.EnvQueue] = s.Queue
-	for k, v := range map[string]string{contract.EnvImage: s.Image, contract.EnvPriority: s.Priority, contract.EnvUser: s.User, contract.EnvBootstrapQueue: s.BootstrapQueue} {
+	for k, v := range map[string]string{contract.EnvImage: s.Image, contract.EnvPriority: s.Priority, contract.EnvUser: s.User, contract.EnvBootstrapQueue: s.BootstrapQueue, contract.EnvTargetAgent: s.Agent} {
 		if v != "" {
 			env[k] = v
 		}

@@ -39,7 +39,8 @@ func emitted(t *testing.T) (series map[string]bool, families []string) {
 		return metrics.Snapshot{
 			Jobs:        []metrics.Job{{Queue: "q", State: metrics.JobScheduled, Runnable: time.Now()}},
 			AgentsKnown: true, Agents: []metrics.Agent{{Queue: "q", State: metrics.AgentLost}},
-			Budget: metrics.Budget{Limit: 10, OrgRemaining: 5, UserRemaining: []int{3}},
+			Budget:   metrics.Budget{Limit: 10, OrgRemaining: 5, UserRemaining: []int{3}},
+			Canaries: []metrics.Canary{{Agent: "a", Queue: "q", Drifting: true, Offset: 0.03}},
 		}
 	})
 	fault := 75

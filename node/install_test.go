@@ -504,3 +504,27 @@ func TestStaleShapeAndMIGAgents(t *testing.T) {
 		t.Errorf("report:\n%s\nwant it to start with\n%s", out.String(), want)
 	}
 }
+
+// TestRenderAgentTag: with a host name every agent carries the
+// kbgen-agent tag naming it as the agent names itself (%hostname-ID), so
+// serve can target it; a host name a tag cannot carry is refused.
+func TestRenderAgentTag(t *testing.T) {
+	t.Parallel()
+	p := planFixture(t, "h100x8", defaultOpts)
+	files, err := Render(p, InstallOptions{Queue: "nvidia-h100", Hostname: "gpu-node-7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg string
+	for _, f := range files {
+		if f.Path == "/etc/buildkite-agent/kbgen/gpu3/buildkite-agent.cfg" {
+			cfg = string(f.Data)
+		}
+	}
+	if want := `tags="queue=nvidia-h100,gpu-index=3,kbgen-agent=gpu-node-7-gpu3"`; !strings.Contains(cfg, want) {
+		t.Errorf("gpu3 config lacks %q:\n%s", want, cfg)
+	}
+	if _, err := Render(p, InstallOptions{Queue: "nvidia-h100", Hostname: "bad,queue=x"}); err == nil || !strings.Contains(err.Error(), "host name") {
+		t.Errorf("a host name with a comma: error %v, want one naming the host name", err)
+	}
+}

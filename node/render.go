@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpu-mode/kbgen/deployment"
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/lazyre"
 	"github.com/gpu-mode/kbgen/internal/shellquote"
 )
 
@@ -41,6 +42,10 @@ const (
 	DefaultAgentBinary = "/usr/bin/buildkite-agent"
 	DefaultKbgenPath   = "/usr/local/bin/kbgen"
 )
+
+// hostName is a host name an agent tag value can carry (the agent name
+// pipelinegen accepts as KBGEN_TARGET_AGENT, less the agent id).
+var hostName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 
 // InstanceName is the systemd unit of the agent owning GPU index.
 func InstanceName(index int) string {
@@ -76,6 +81,12 @@ type InstallOptions struct {
 	// for every agent: the sandbox resets a leased GPU that fails the
 	// clean-GPU check, then checks again.
 	AllowGPUReset bool
+	// Hostname, when set, gives every agent the tag
+	// contract.AgentTag=<Hostname>-<agent id>: its name as the agent's
+	// %hostname makes it, so that kbgen serve can target one agent (its
+	// canaries, re-measurements). `kbgen node install` sets it from
+	// os.Hostname, which is what the agent expands %hostname with.
+	Hostname string
 }
 
 // File is one rendered file to install.
@@ -102,6 +113,7 @@ var templates = sync.OnceValue(func() *template.Template {
 // tmplData is what the templates see.
 type tmplData struct {
 	InstallOptions
+	AgentTag           string
 	Agent              *Agent
 	Env                []EnvVar
 	HostCPUs           string
@@ -146,6 +158,9 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	if err := checkRenderable(p); err != nil {
 		return nil, err
 	}
+	if opts.Hostname != "" && !hostName.MatchString(opts.Hostname) {
+		return nil, fmt.Errorf("host name %q cannot name an agent tag (letters, digits, '.', '_', '-'; at most 63)", opts.Hostname)
+	}
 	if p.HostCPUs == "" {
 		return nil, errors.New("the plan leaves the host no CPUs: reserve at least one core (--reserve-cores)")
 	}
@@ -162,6 +177,7 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		JobsSlice:          JobsSlice,
 		JobCPUs:            p.JobCPUs(),
 		HostCPUsSpaced:     strings.ReplaceAll(p.HostCPUs, ",", " "),
+		AgentTag:           contract.AgentTag,
 	}
 	if opts.VerificationJWKS != nil {
 		d.VerificationJWKS = JWKSFile

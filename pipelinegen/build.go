@@ -74,6 +74,7 @@ func FromBuild(reg *registry.Registry, b Build, opts Options) (p *pipeline.Pipel
 		Image:    getenv(contract.EnvImage),
 		Priority: getenv(contract.EnvPriority),
 		User:     getenv(contract.EnvUser),
+		Agent:    getenv(contract.EnvTargetAgent),
 	}
 	p, err = Generate(job, vendor, opts)
 	return p, false, err

@@ -31,6 +31,7 @@ type Job struct {
 	Image    string // KERNELBOT_IMAGE override; "" for the vendor's image
 	Priority string // KERNELBOT_PRIORITY override, as text from the env
 	User     string // KERNELBOT_USER, the fair-share key
+	Agent    string // KBGEN_TARGET_AGENT: one agent's name, "" for any of the queue
 }
 
 // Options are the generator's knobs that come from kbgen's operator, not
@@ -54,7 +55,18 @@ const (
 	PriorityRanked  = 10
 	PriorityDefault = 0
 	maxPriority     = 100
+	// PriorityLowest is the last of all: kbgen serve's canaries, which
+	// must never take an agent a waiting job could have.
+	PriorityLowest = -maxPriority
 )
+
+// agentName is a name an agent tag can carry: a host name and an agent id
+// (deployment/agent/buildkite-agent.cfg.tmpl), nothing YAML or a tag list
+// could read as structure.
+var agentName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// maxAgentName bounds an agent name (checked beside agentName).
+const maxAgentName = 128
 
 // EvalFor decides the eval step for job on vendor v, as typed fields
 // (queue, timeout, priority, plugin config, env): what Generate emits and
@@ -93,6 +105,10 @@ func EvalFor(job Job, v *registry.Vendor, opts Options) (*steps.Eval, error) {
 	if err != nil {
 		return nil, err
 	}
+	if job.Agent != "" && (len(job.Agent) > maxAgentName || !agentName.MatchString(job.Agent)) {
+		return nil, &payload.Error{Kind: payload.KindInvalidField, Field: contract.EnvTargetAgent,
+			Msg: fmt.Sprintf("%q is not an agent name (letters, digits, '.', '_', '-'; at most 128)", job.Agent)}
+	}
 	timeout, err := StepTimeoutMinutes(cfg, v)
 	if err != nil {
 		return nil, err
@@ -129,6 +145,7 @@ func EvalFor(job Job, v *registry.Vendor, opts Options) (*steps.Eval, error) {
 		Env:            env,
 		TimeoutMinutes: timeout,
 		Priority:       priority,
+		Agent:          job.Agent,
 		Kubernetes:     v.Backend == registry.BackendKubernetes,
 	}
 	if job.User != "" {

@@ -36,13 +36,38 @@ func (s *Service) initAlerts() error {
 		ledger, where = s.cfg.Store.AlertLedger(), "in the store"
 	}
 	a, err := alert.New(alert.Options{Config: *s.cfg.Alerts, Rules: alert.DefaultRules(), VendorOf: VendorOf(s.cfg.Registry),
-		Ledger: ledger, Logf: s.logf, Canaries: s.cfg.Canaries})
+		Ledger: ledger, Logf: s.logf, Canaries: s.canarySource()})
 	if err != nil {
 		return err
 	}
 	s.alerts = a
 	s.logf("alerts: %d receivers, %d routes, ledger %s, %d pending", len(s.cfg.Alerts.Receivers), len(s.cfg.Alerts.Routes), where, len(a.Pending()))
 	return nil
+}
+
+// canarySource is Config.Canaries, else, with canaries on
+// (--canary-every), the canaries' own verdicts (CanaryStatuses): the
+// alerts then judge what the canary scheduler judged, not a copy.
+func (s *Service) canarySource() alert.CanarySource {
+	if s.cfg.Canaries != nil || s.cfg.Canary.Every <= 0 {
+		return s.cfg.Canaries
+	}
+	return canaryAlerts{s}
+}
+
+// canaryAlerts is the canaries as the alerts' CanarySource.
+type canaryAlerts struct{ s *Service }
+
+// Canaries is every judged agent's drift (the last canary's change while
+// the canary rule says it drifts, else 0) and offset from its peers;
+// known once the canaries are on.
+func (c canaryAlerts) Canaries(time.Time) ([]alert.Canary, bool) {
+	sts, known := c.s.CanaryStatuses()
+	out := make([]alert.Canary, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, alert.Canary{Queue: st.Queue, Agent: st.Agent, Drift: st.Drift, Offset: st.Offset})
+	}
+	return out, known
 }
 
 // runAlerts judges and delivers until ctx is done.

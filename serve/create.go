@@ -164,7 +164,7 @@ func (q *createQueue) list() []*Run {
 func (s *Service) submission(r *Run) client.Submission {
 	q := r.req
 	sub := client.Submission{Queue: q.Queue, RunID: q.RunID, Encoded: q.Payload, Image: q.Image, Priority: q.Priority,
-		User: q.User, BootstrapQueue: q.BootstrapQueue, Branch: q.Branch, Commit: q.Commit}
+		User: q.User, BootstrapQueue: q.BootstrapQueue, Branch: q.Branch, Commit: q.Commit, Agent: q.Agent}
 	if cfg, err := payload.Decode(q.Payload); err == nil {
 		sub.Mode = cfg.Mode
 	}

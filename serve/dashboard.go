@@ -153,6 +153,7 @@ func (s *Service) dashboardPage(scope dashboard.Scope) dashboard.Page {
 func (s *Service) dashboardAgents(scope dashboard.Scope, queue func(string) *dashboard.Queue) []dashboard.Node {
 	byNode := map[string]*dashboard.Node{}
 	var order []string
+	canaries := s.dashboardCanaries()
 	for _, a := range s.roster.List() {
 		if !scope.Sees(a.Queue) {
 			continue
@@ -178,7 +179,7 @@ func (s *Service) dashboardAgents(scope dashboard.Scope, queue func(string) *das
 			order = append(order, node)
 		}
 		t := s.tally.get(a.Name)
-		da := dashboard.Agent{Name: a.Name, Queue: a.Queue, GPU: a.GPUModel, State: a.State(), LastJob: a.LastJob, Runs: t.runs}
+		da := dashboard.Agent{Name: a.Name, Queue: a.Queue, GPU: a.GPUModel, State: a.State(), LastJob: a.LastJob, Runs: t.runs, Canary: canaries[a.Name]}
 		if t.runs > 0 {
 			da.NoisyRate, da.FaultRate = float64(t.noisy)/float64(t.runs), float64(t.faults)/float64(t.runs)
 		}

@@ -58,6 +58,7 @@ func (s *Service) initFleet() error {
 	s.runs.onDone = func(r *Run, st client.Status) {
 		s.metrics.RunDone(r.req.Queue, statusNames[st])
 		s.keepRun(r, st)
+		s.canaryDone(r, st)
 	}
 	if s.cfg.Store != nil {
 		s.storeq = make(chan fleetstore.Run, storeQueue)
@@ -249,6 +250,7 @@ func (s *Service) fleetSnapshot() metrics.Snapshot {
 	}
 	st := s.cfg.Budget.Stats()
 	snap.Budget = metrics.Budget{Limit: s.cfg.Budget.Effective(), Used: st.InLastMinute, OrgRemaining: st.OrgRemaining, UserRemaining: st.UserRemaining}
+	snap.Canaries = s.canaryMetrics()
 	return snap
 }
 

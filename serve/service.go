@@ -92,8 +92,9 @@ type Config struct {
 	Alerts *alert.Config
 	// AlertEvery is how often the alerts judge the fleet; default 15 s.
 	AlertEvery time.Duration
-	// Canaries feeds the alerts' canary_drift condition; nil: not wired
-	// (the condition says nothing).
+	// Canaries feeds the alerts' canary_drift condition; nil: the
+	// canaries' verdicts when Canary is on (alerts.go), else nothing (the
+	// condition says nothing).
 	Canaries alert.CanarySource
 	// VendorTokens are vendors' dashboard tokens: each sees only its
 	// queues (--vendor-tokens).
@@ -103,6 +104,8 @@ type Config struct {
 	// Store, when set, keeps finished runs and their facts across
 	// restarts (fleet/store); the caller opens and closes it.
 	Store *fleetstore.Store
+	// Canary turns the canaries on (canary.go).
+	Canary CanaryConfig
 	// Log receives one line per notable event; never the token.
 	Log io.Writer
 	Now func() time.Time // default time.Now
@@ -152,6 +155,8 @@ type Service struct {
 	waits   recentWaits
 	tally   agentTally
 	agentq  chan roster.Agent
+	canary  *canaries      // canary.go
+	verifs  *verifications // verify.go
 }
 
 // outage is why the startup scan has not succeeded yet.
@@ -214,6 +219,7 @@ func New(cfg Config) (*Service, error) {
 	if err := s.initFleet(); err != nil {
 		return nil, err
 	}
+	s.initCanary()
 	return s, nil
 }
 
@@ -236,6 +242,7 @@ func (s *Service) Start(ctx context.Context) error {
 	go s.watch(ctx)
 	go s.storeWriter(ctx)
 	go s.runAlerts(ctx)
+	go s.canaryLoop(ctx)
 	for range 4 {
 		go s.fetcher(ctx)
 	}

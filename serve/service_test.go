@@ -55,6 +55,7 @@ type rigOpts struct {
 	vendors   []dashboard.Scope     // Config.VendorTokens
 	alerts    *alert.Config         // Config.Alerts, evaluated every 20 ms
 	now       func() time.Time      // Config.Now; nil: time.Now
+	canary    CanaryConfig          // Config.Canary
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -89,7 +90,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Client: c, Budget: budget, PollEvery: o.pollEvery, WebhookSecret: o.secret, Log: log, Registry: reg,
-		OrphanGrace: o.orphan, Heartbeat: o.heartbeat, Name: o.name, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view, Store: o.store, VendorTokens: o.vendors, Alerts: o.alerts, AlertEvery: 20 * time.Millisecond, Now: o.now,
+		OrphanGrace: o.orphan, Heartbeat: o.heartbeat, Name: o.name, QueueTTL: o.queueTTL, BootstrapQueue: o.bootstrap, ViewToken: o.view, Store: o.store, VendorTokens: o.vendors, Alerts: o.alerts, AlertEvery: 20 * time.Millisecond, Now: o.now, Canary: o.canary,
 		SpillDir: o.keep.SpillDir, ResultMemory: o.keep.ResultMemory, ResultInMemoryMax: o.keep.ResultInMemoryMax, ResultDisk: o.keep.ResultDisk})
 	if err != nil {
 		t.Fatal(err)

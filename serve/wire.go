@@ -26,6 +26,9 @@ type RunRequest struct {
 	// the service never cancels it as orphaned; its client fetches the
 	// outcome later (GET /v1/runs/ID, or kbgen result BUILD).
 	Detach bool `json:"detach,omitempty"`
+	// Agent pins the run to the agent of this name (its kbgen-agent tag,
+	// contract.EnvTargetAgent): canaries and re-measurements.
+	Agent string `json:"agent,omitempty"`
 }
 
 // Run states the API reports.

@@ -21,12 +21,15 @@ const ProfileArtifacts = contract.ProfileDir + "/**/*"
 // Eval describes one eval step. Every string that came from a payload or
 // the build env must already be escaped with Escape.
 type Eval struct {
-	Label            string
-	Queue            string
-	Plugin           plugincfg.GPUDocker
-	Env              map[string]string
-	TimeoutMinutes   int
-	Priority         int
+	Label          string
+	Queue          string
+	Plugin         plugincfg.GPUDocker
+	Env            map[string]string
+	TimeoutMinutes int
+	Priority       int
+	// Agent, when set, targets the one agent whose contract.AgentTag is
+	// this name, beside the queue.
+	Agent            string
 	ConcurrencyGroup string // empty: no per-user limit
 	Concurrency      int
 	// Kubernetes emits the agent-stack-k8s `kubernetes` plugin (a pod spec)
@@ -46,8 +49,12 @@ func (e Eval) CommandStep() (*pipeline.CommandStep, error) {
 	if err != nil {
 		return nil, err
 	}
+	agents := map[string]any{"queue": e.Queue}
+	if e.Agent != "" {
+		agents[contract.AgentTag] = e.Agent
+	}
 	rest := map[string]any{
-		"agents":             map[string]any{"queue": e.Queue},
+		"agents":             agents,
 		"artifact_paths":     []any{contract.ResultFile, ProfileArtifacts},
 		"timeout_in_minutes": e.TimeoutMinutes,
 		"priority":           e.Priority,

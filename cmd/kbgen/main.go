@@ -81,6 +81,7 @@ type CLI struct {
 	Wait   WaitCmd   `cmd:"" help:"Re-attach to a build, wait for it to finish, and print its FullResult."`
 	Result ResultCmd `cmd:"" help:"Fetch the FullResult of a finished build."`
 	Queues QueuesCmd `cmd:"" help:"Show agents per queue (idle, busy) and builds waiting."`
+	Verify VerifyCmd `cmd:"" help:"Re-measure a finished run on other agents of its hardware through kbgen serve: confirm a record before it is announced."`
 
 	// The bootstrap step and the operators.
 	Generate GenerateCmd `cmd:"" help:"Print (or upload) the Buildkite pipeline for the job in the build env (the bootstrap step runs it)."`
@@ -92,7 +93,7 @@ type CLI struct {
 func cliVars() kong.Vars {
 	return kong.Vars{"version": version.Version, "result_file": contract.ResultFile, "modes": payload.ModeList(), "agent_cli": bkagent.Binary, "agent_binary": node.DefaultAgentBinary, "stop_timeout": sandbox.DefaultStopTimeout.String(),
 		"api_budget": strconv.Itoa(serve.DefaultAPIBudget), "user_budget": strconv.Itoa(serve.DefaultPerUser),
-		"org_limit": strconv.Itoa(client.OrgLimit), "user_limit": strconv.Itoa(client.UserLimit), "control_queue": contract.ControlQueue,
+		"org_limit": strconv.Itoa(client.OrgLimit), "user_limit": strconv.Itoa(client.UserLimit), "control_queue": contract.ControlQueue, "canary_example": canaryExample,
 		"api_scopes": strings.Join(contract.APIScopeNames(), ", ")}
 }
 

@@ -151,10 +151,11 @@ func (c *NodeInstallCmd) Run(g *Globals) error {
 		return c.runControl(g)
 	}
 	rep, err := node.Install(context.Background(), node.InstallRequest{
-		Source:  c.source(g, c.Queue),
-		Inputs:  node.Inputs{TokenFile: c.TokenFile, EnvToken: g.Getenv(contract.EnvAgentToken), VerificationKey: c.VerificationKey, Plugin: c.Plugin, Root: c.Root},
-		Options: node.InstallOptions{AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath, AllowProfiling: c.AllowProfiling, AllowGPUReset: c.AllowGPUReset},
-		DryRun:  c.DryRun,
+		Source: c.source(g, c.Queue),
+		Inputs: node.Inputs{TokenFile: c.TokenFile, EnvToken: g.Getenv(contract.EnvAgentToken), VerificationKey: c.VerificationKey, Plugin: c.Plugin, Root: c.Root},
+		Options: node.InstallOptions{AgentBinary: c.AgentBinary, User: c.User, KbgenPath: c.KbgenPath, AllowProfiling: c.AllowProfiling, AllowGPUReset: c.AllowGPUReset,
+			Hostname: agentHostname()},
+		DryRun: c.DryRun,
 	})
 	if rep != nil {
 		rep.Write(g.Stdout, g.Stderr)

@@ -35,6 +35,7 @@ type ServeCmd struct {
 	Vendors        string        `help:"Vendor registry YAML replacing the built-in one, to check each run's queue against (an alias such as h100 becomes its queue name). Default: KBGEN_VENDORS." placeholder:"FILE"`
 
 	BuildkiteFlags `embed:""`
+	canaryFlags    `embed:""`
 }
 
 func (c *ServeCmd) Run(g *Globals) error {
@@ -53,6 +54,10 @@ func (c *ServeCmd) Run(g *Globals) error {
 		return exitcode.With(exitcode.Usage, err)
 	}
 	reg, err := loadRegistry(g, c.Vendors)
+	if err != nil {
+		return err
+	}
+	canaries, err := c.canaryFlags.config()
 	if err != nil {
 		return err
 	}
@@ -93,7 +98,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 		Client: bk, Budget: budget, Name: c.Name, PollEvery: c.PollInterval, RecoverWindow: c.RecoverWindow, KeepDone: c.KeepDone,
 		WebhookSecret: g.Getenv(contract.EnvWebhookSecret), WebhookToken: g.Getenv(contract.EnvWebhookToken),
 		Registry: reg, Log: g.Stderr, OrphanGrace: orphanGrace(c.OrphanGrace), Heartbeat: c.Heartbeat,
-		ViewToken: g.Getenv(contract.EnvViewToken), Store: st, VendorTokens: vendors, Alerts: alerts,
+		ViewToken: g.Getenv(contract.EnvViewToken), Store: st, VendorTokens: vendors, Alerts: alerts, Canary: canaries,
 		BootstrapQueue: cmp.Or(c.BootstrapQueue, g.Getenv(contract.EnvDefaultBootstrapQueue)),
 	})
 	if err != nil {
@@ -133,7 +138,8 @@ Environment:
 API: POST /v1/runs, GET /v1/runs/ID, GET /v1/runs/ID/events, DELETE /v1/runs/ID,
 GET /v1/queues, GET /v1/queues/QUEUE, GET / (health; kbgen health URL asks it),
 GET /metrics (Prometheus), GET /dashboard, GET /v1/agents,
-POST /v1/agents/NAME/quarantine|resume (see "Watching the fleet" in
+POST /v1/agents/NAME/quarantine|resume, GET /v1/canaries (--canary-every),
+POST /v1/runs/ID/verify (kbgen verify) (see "Watching the fleet" in
 docs/operations.md).
 
 Example:

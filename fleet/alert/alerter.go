@@ -37,8 +37,9 @@ type Options struct {
 	Client   *http.Client // default: a client with a 10 s timeout
 	// Logf gets one line per failed or refused delivery; never a URL.
 	Logf func(format string, args ...any)
-	// Canaries feeds the canary_drift condition (fleet/canary's
-	// judgements, once wired); nil: not known, the condition says nothing.
+	// Canaries feeds the canary_drift condition (kbgen serve passes its
+	// canaries' verdicts, serve/alerts.go); nil: not known, the condition
+	// says nothing.
 	Canaries CanarySource
 }
 

@@ -8,7 +8,8 @@
 // most once a second per Slack receiver, retried with backoff while a
 // receiver is down (Alerter.Flush). A restart reloads the ledger: what
 // was pending is sent, what was sent is not sent again, and a firing
-// alarm is not fired again. Data sources that are not wired (the canary
-// input, CanarySource; image pre-pulls) produce no alarms.
+// alarm is not fired again. A data source that is not wired (the canary
+// input, CanarySource, without kbgen serve --canary-every; image
+// pre-pulls) produces no alarms.
 // docs/operations.md#alerts-and-routing describes the conditions.
 package alert

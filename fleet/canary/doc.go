@@ -1,13 +1,10 @@
-// Package canary judges an agent's calibration times (one kernel, the
-// same on every agent, measured on a schedule): drift against the agent's
-// own baseline, an offset against agents of the same hardware, and
-// change points in its history. Pure statistics over points serve
-// records; it runs nothing.
-//
-// Drift needs all three of: a robust z-score (Iglewicz and Hoaglin's
-// modified z, 0.6745·(x − median)/MAD) past Policy.Z against the median
-// and MAD of at least Policy.MinBaseline quiet earlier points; a relative
-// change of at least Policy.Floor (a tiny MAD alone never raises one); and
-// Policy.Consecutive such points in a row, in the same direction (one slow
-// run is not drift).
+// Package canary judges each agent's calibration canaries: the series of
+// one agent's canary scores, split by context (driver, image digest, kbgen
+// version, CPU model, power limit: a change starts a new baseline), a
+// robust baseline per (agent, context) (median and MAD of the first quiet
+// points), drift (robust z AND a material floor AND persistence), the
+// agent's offset against agents of the same hardware fingerprint, and the
+// change points in a history (E-divisive, Matteson & James 2014). It also
+// says what serve submits as a canary (job.go) and how a finished canary
+// becomes a Point (point.go). Pure: no I/O, no clock.
 package canary

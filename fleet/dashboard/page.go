@@ -49,6 +49,8 @@ type Agent struct {
 	Runs                    int
 	NoisyRate, FaultRate    float64 // of Runs, 0..1
 	Note                    string  // why paused or lost
+	// Canary is its canary series; nil: canaries off, or none yet.
+	Canary *Canary
 }
 
 // Run is one run in flight.
@@ -120,6 +122,7 @@ var funcs = template.FuncMap{
 		return fmt.Sprint(n)
 	},
 	"bar":   bar,
+	"spark": func(c *Canary) template.HTML { return spark(*c) },
 	"lower": strings.ToLower,
 	"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 }
@@ -136,7 +139,7 @@ func bar(used, limit int) template.HTML {
 
 const style = `body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#111}h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.4em 0}th,td{border-bottom:1px solid #ddd;padding:.25em .7em;text-align:left}th{background:#f3f4f6}
-.n{text-align:right}.idle{color:#15803d}.busy{color:#1d4ed8}.paused{color:#b45309}.lost{color:#b91c1c;font-weight:bold}.muted{color:#6b7280}`
+.n{text-align:right}.idle{color:#15803d}.busy{color:#1d4ed8}.paused{color:#b45309}.lost{color:#b91c1c;font-weight:bold}.muted{color:#6b7280}.drift{color:#b91c1c;font-weight:bold}.spark{vertical-align:middle}`
 
 var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
@@ -154,7 +157,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <h2>Agents by node</h2>
 {{range .Nodes}}<h3>{{.Name}}</h3>
 <table class="agents"><tr><th>agent</th><th>queue</th><th>GPU</th><th>state</th><th>last job</th><th class="n">runs</th><th class="n">noisy</th><th class="n">faults</th><th>canary</th><th>note</th></tr>
-{{range .Agents}}<tr data-agent="{{.Name}}"><td>{{.Name}}</td><td>{{.Queue}}</td><td>{{.GPU}}</td><td class="{{lower .State}}">{{.State}}</td><td>{{ago .LastJob $.AsOf}}</td><td class="n">{{.Runs}}</td><td class="n">{{pct .NoisyRate}}</td><td class="n">{{pct .FaultRate}}</td><td class="muted">—</td><td>{{.Note}}</td></tr>
+{{range .Agents}}<tr data-agent="{{.Name}}"><td>{{.Name}}</td><td>{{.Queue}}</td><td>{{.GPU}}</td><td class="{{lower .State}}">{{.State}}</td><td>{{ago .LastJob $.AsOf}}</td><td class="n">{{.Runs}}</td><td class="n">{{pct .NoisyRate}}</td><td class="n">{{pct .FaultRate}}</td><td class="canary">{{with .Canary}}{{spark .}} <span class="{{lower .State}}">{{.State}}</span>{{else}}<span class="muted">—</span>{{end}}</td><td>{{.Note}}</td></tr>
 {{end}}</table>
 {{else}}<p class="muted">no agent seen yet</p>{{end}}
 

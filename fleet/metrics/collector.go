@@ -31,7 +31,7 @@ var (
 type snapshotCollector struct{ r *Recorder }
 
 func (c snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{jobsDesc, oldestDesc, agentsDesc, budgetLimitDesc, budgetLeftDesc, remainingDesc} {
+	for _, d := range []*prometheus.Desc{jobsDesc, oldestDesc, agentsDesc, budgetLimitDesc, budgetLeftDesc, remainingDesc, canaryDriftingDesc, canaryOffsetDesc} {
 		ch <- d
 	}
 }
@@ -45,6 +45,7 @@ func (c snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	if s.AgentsKnown {
 		c.agents(ch, s.Agents)
 	}
+	c.canaries(ch, s.Canaries)
 	b := s.Budget
 	ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(b.Limit))
 	ch <- prometheus.MustNewConstMetric(budgetLeftDesc, prometheus.GaugeValue, float64(max(b.Limit-b.Used, 0)))

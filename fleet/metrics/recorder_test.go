@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,35 @@ func TestPromtoolCheck(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out.String())
+	}
+}
+
+// TestCanarySeries: each judged agent's canary verdict is two series at
+// scrape (drifting 1 or 0, the offset), with its agent and queue labels;
+// agents past the agents' cap are left out rather than summed.
+func TestCanarySeries(t *testing.T) {
+	t.Parallel()
+	r := New()
+	var cs []Canary
+	for i := range MaxAgents + 5 {
+		cs = append(cs, Canary{Agent: "agent-" + strconv.Itoa(i), Queue: "nvidia-h100", Offset: 0.01})
+	}
+	cs[0].Drifting, cs[0].Offset = true, -0.04
+	r.SetSource(func() Snapshot { return Snapshot{Canaries: cs} })
+	out := scrape(t, r)
+	for _, want := range []string{
+		`kbgen_canary_drifting{agent="agent-0",queue="nvidia-h100"} 1`,
+		`kbgen_canary_offset_ratio{agent="agent-0",queue="nvidia-h100"} -0.04`,
+		`kbgen_canary_drifting{agent="agent-1",queue="nvidia-h100"} 0`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if n := strings.Count(out, "\nkbgen_canary_drifting{"); n != MaxAgents {
+		t.Errorf("%d drifting series, want %d (the cap)", n, MaxAgents)
+	}
+	if strings.Contains(out, `agent="other"`) {
+		t.Error("agents past the cap were summed into other")
 	}
 }

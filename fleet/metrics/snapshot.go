@@ -51,6 +51,9 @@ type Snapshot struct {
 	AgentsKnown bool
 	// Budget is the API budget now.
 	Budget Budget
+	// Canaries are the judged agents' canary verdicts (none while
+	// canaries are off).
+	Canaries []Canary
 }
 
 // Job is one run not done yet.

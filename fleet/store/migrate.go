@@ -56,6 +56,12 @@ var migrations = []migration{
 		`CREATE TABLE deliveries (seq BIGINT PRIMARY KEY, channel TEXT NOT NULL, message TEXT NOT NULL, created_at BIGINT NOT NULL, delivered_at BIGINT)`,
 		`CREATE INDEX deliveries_pending ON deliveries (delivered_at, seq)`,
 	}},
+	// The canaries (fleet/canary): one row a finished canary, the point
+	// as JSON (a field added to canary.Point needs no migration).
+	{4, []string{
+		`CREATE TABLE canary_points (run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, at BIGINT NOT NULL, data TEXT NOT NULL)`,
+		`CREATE INDEX canary_points_agent ON canary_points (agent, at)`,
+	}},
 }
 
 // ErrNewerSchema is a database a newer kbgen migrated.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/gpu-mode/kbgen/fleet/alert"
+	"github.com/gpu-mode/kbgen/fleet/canary"
 	"github.com/gpu-mode/kbgen/fleet/roster"
 )
 
@@ -181,37 +183,63 @@ func TestAlertLedger(t *testing.T) {
 	}
 }
 
-// TestMigrationUpgrade: a database an older kbgen made (schema 1, with a
-// run in it) is migrated to the latest schema on open, its run kept.
+// TestMigrationUpgrade: a database an older kbgen made (at each schema
+// before the latest, with a run in it) is migrated to the latest schema on
+// open, its run kept, and every later table (the roster's, the alert
+// ledger's of migration 3, the canary points of migration 4) works.
 func TestMigrationUpgrade(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "old.db")
+	t.Parallel()
+	for _, have := range migrations[:len(migrations)-1] {
+		t.Run(fmt.Sprintf("from schema %d", have.version), func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "old.db")
+			oldSchema(t, path, have.version)
+			s := open(t, Options{Path: path, Service: "kbgen"})
+			ctx := context.Background()
+			if v, _ := s.SchemaVersion(ctx); v != migrations[len(migrations)-1].version {
+				t.Fatalf("schema %d after open, want %d", v, migrations[len(migrations)-1].version)
+			}
+			if runs, err := s.RunsSince(ctx, time.Time{}, 10); err != nil || len(runs) != 1 || runs[0].ID != "r1" {
+				t.Fatalf("runs after the upgrade: %+v %v", runs, err)
+			}
+			if err := s.PutAgent(ctx, roster.Agent{Name: "a"}); err != nil {
+				t.Errorf("the agents table: %v", err)
+			}
+			if _, err := s.AlertLedger().Load(); err != nil {
+				t.Errorf("the alert ledger: %v", err)
+			}
+			if err := s.RecordCanary(ctx, canary.Point{Agent: "a", RunID: "c1", At: time.Now(), Score: 1}); err != nil {
+				t.Errorf("the canary points: %v", err)
+			}
+		})
+	}
+}
+
+// oldSchema makes the database at path as a kbgen at schema version did,
+// with one run in it.
+func oldSchema(t *testing.T, path string, version int) {
+	t.Helper()
 	db, err := openSQLite(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer db.Close()
 	old := &Store{db: db}
 	ctx := context.Background()
 	if _, err := old.exec(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.apply(ctx, migrations[0]); err != nil {
-		t.Fatal(err)
+	for _, m := range migrations {
+		if m.version <= version {
+			if err := old.apply(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	for _, q := range []string{`INSERT INTO meta (key, value) VALUES ('service', 'kbgen')`,
 		`INSERT INTO runs (run_id, queue, outcome, build, finished_at) VALUES ('r1', 'q', 'obtained', 1, 1000)`} {
 		if _, err := old.exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
-	}
-	db.Close()
-	s := open(t, Options{Path: path, Service: "kbgen"})
-	if v, _ := s.SchemaVersion(ctx); v != migrations[len(migrations)-1].version {
-		t.Fatalf("schema %d after open, want %d", v, migrations[len(migrations)-1].version)
-	}
-	if runs, err := s.RunsSince(ctx, time.Time{}, 10); err != nil || len(runs) != 1 || runs[0].ID != "r1" {
-		t.Fatalf("runs after the upgrade: %+v %v", runs, err)
-	}
-	if err := s.PutAgent(ctx, roster.Agent{Name: "a"}); err != nil {
-		t.Errorf("the new agents table: %v", err)
 	}
 }

@@ -26,7 +26,18 @@ const (
 	// queue of Kernelbot's own control agents, the only hosts that hold the
 	// pipeline signing key; unset, it runs on the job's queue.
 	EnvBootstrapQueue = "KERNELBOT_BOOTSTRAP_QUEUE"
+	// EnvTargetAgent optionally pins the eval step to one agent: the
+	// step's `agents:` gets AgentTag=<its value> beside the queue. kbgen
+	// serve sets it for canaries and re-measurements (fleet/canary,
+	// fleet/verify); the value is the agent's name.
+	EnvTargetAgent = "KBGEN_TARGET_AGENT"
 )
+
+// AgentTag is the agent tag `kbgen node install` gives each agent, its
+// value the agent's name (host name, "-", agent id), so that one step can
+// target one agent (Buildkite agent targeting:
+// https://buildkite.com/docs/agent/v3/cli-start#agent-targeting).
+const AgentTag = "kbgen-agent"
 
 // Placement env: exported by each agent's `environment` hook (written by
 // `kbgen node install`), read by `kbgen sandbox`. They say *where* this

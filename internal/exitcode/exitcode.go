@@ -21,6 +21,10 @@ const (
 	// Timeout: `kbgen submit --timeout` (or `wait`) ran out; the build was
 	// cancelled.
 	Timeout = 5
+	// Unconfirmed: `kbgen verify` finished, and the re-measurements did
+	// not confirm the run (disputed: the spread beyond the noise bound;
+	// inconclusive: too few clean re-runs on the same hardware).
+	Unconfirmed = 6
 	// BadJob (EX_DATAERR): the job itself is invalid (payload not base64,
 	// not zlib, not JSON, schema violation, unsafe file name). Never retried.
 	BadJob = 65

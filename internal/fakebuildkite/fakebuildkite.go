@@ -115,22 +115,25 @@ type Server struct {
 
 	Org, Pipeline, Token string
 
-	mu       sync.Mutex
-	now      func() time.Time
-	script   Script
-	builds   map[int]*build
-	next     int
-	faults   []*Fault
-	requests []Request
-	agents   []AgentSpec
-	pauses   map[string]*pauseState // by agent name: agentpause.go
-	limit    rateLimit
-	tokens   map[string]string   // API token → its user (AddToken)
-	scopes   map[string][]string // API token → its scopes, when not kbgen's (SetTokenScopes)
-	settings PipelineSettings
-	hidden   map[int]bool // builds the list leaves out (HideFromList)
-	hook     *webhooks
-	live     *live // set by NewLive: builds run on real agents
+	mu     sync.Mutex
+	now    func() time.Time
+	script Script
+	// scriptFor, when set, picks each created build's script from its
+	// env (SetScriptFor).
+	scriptFor func(env map[string]string) Script
+	builds    map[int]*build
+	next      int
+	faults    []*Fault
+	requests  []Request
+	agents    []AgentSpec
+	pauses    map[string]*pauseState // by agent name: agentpause.go
+	limit     rateLimit
+	tokens    map[string]string   // API token → its user (AddToken)
+	scopes    map[string][]string // API token → its scopes, when not kbgen's (SetTokenScopes)
+	settings  PipelineSettings
+	hidden    map[int]bool // builds the list leaves out (HideFromList)
+	hook      *webhooks
+	live      *live // set by NewLive: builds run on real agents
 }
 
 type build struct {
@@ -452,6 +455,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	b := &build{number: s.next, created: s.now(), script: s.script, body: body}
+	if s.scriptFor != nil {
+		b.script = s.scriptFor(body.Env)
+	}
 	if s.live != nil {
 		if err := s.startLiveLocked(b); err != nil {
 			s.mu.Unlock()

@@ -211,7 +211,11 @@ func boolInt(b bool) int {
 	return 0
 }
 
-var resultMetaOnce sync.Map // build and job → encoded result, computed once
+// resultMetaOnce caches each encoded result by its job and content: a
+// build's address is no key, since a closed server's builds are freed and
+// a later test's build can get the same address (two canary tests read
+// each other's scores that way).
+var resultMetaOnce sync.Map // job and the result's hash → encoded result, computed once
 
 // metaData is the build's meta-data now: what it was created with, plus
 // the result once an eval job uploaded it when the script says the runner
@@ -269,7 +273,7 @@ func (s *Server) resultMetaData(b *build, snap snapshot) map[string]string {
 	if res == nil {
 		return b.body.MetaData
 	}
-	key := fmt.Sprintf("%p/%s", b, job)
+	key := fmt.Sprintf("%s/%x", job, sha256.Sum256(res))
 	v, ok := resultMetaOnce.Load(key)
 	if !ok {
 		enc, fits := payload.EncodeResultMetaData(job, res)

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/payload"
+)
+
+func TestCanaryFlags(t *testing.T) {
+	t.Parallel()
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"lang": "cobol"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		f     canaryFlags
+		every time.Duration
+		err   string
+	}{
+		{name: "off by default", f: canaryFlags{CanaryFloor: 2}},
+		{name: "every 6 hours", f: canaryFlags{CanaryEvery: 6 * time.Hour, CanaryFloor: 2}, every: 6 * time.Hour},
+		{name: "too often", f: canaryFlags{CanaryEvery: 5 * time.Minute, CanaryFloor: 2}, err: "--canary-every 5m0s: at least 10m0s"},
+		{name: "no floor", f: canaryFlags{CanaryEvery: time.Hour}, err: "--canary-floor 0"},
+		{name: "a bad payload", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryPayload: bad}, err: "--canary-payload"},
+		{name: "a missing payload", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryPayload: bad + ".none"}, err: "--canary-payload"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := tc.f.config()
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || exitcode.Of(err) != exitcode.Usage {
+					t.Fatalf("error %v (exit %d), want a usage error containing %q", err, exitcode.Of(err), tc.err)
+				}
+				return
+			}
+			if err != nil || cfg.Every != tc.every {
+				t.Fatalf("config = %+v, %v", cfg, err)
+			}
+			if tc.every == 0 {
+				return
+			}
+			job, err := payload.Decode(cfg.Payload)
+			if err != nil || job.Mode != payload.ModeBenchmark || cfg.Options.Floor != 0.02 {
+				t.Errorf("canary job mode %v (%v), floor %v; want benchmark, 0.02", job.Mode, err, cfg.Options.Floor)
+			}
+		})
+	}
+}
