@@ -671,6 +671,7 @@ func TestNewRejects(t *testing.T) {
 		{Options{Token: "t"}, "no Buildkite organization"},
 		{Options{Token: "t", Org: "o", APIURL: "ftp://x"}, `API URL "ftp://x/" is not an http(s) URL`},
 	} {
+		// The message is what the CLI prints (exit 2): the text is the contract.
 		if _, err := New(tt.opts); err == nil || err.Error() != tt.want {
 			t.Errorf("New(%+v) = %v, want %q", tt.opts, err, tt.want)
 		}

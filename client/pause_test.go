@@ -3,7 +3,7 @@ package client
 import (
 	"context"
 	"errors"
-	"strings"
+	"net/http"
 	"testing"
 	"time"
 
@@ -19,7 +19,7 @@ func TestPauseAgent(t *testing.T) {
 	r := newRig(t, fakebuildkite.QuickScript)
 	ctx := context.Background()
 	r.fake.SetAgents([]fakebuildkite.AgentSpec{{Name: "h100-0", Queue: "nvidia-h100"}, {Name: "h100-1", Queue: "nvidia-h100"}})
-	if err := r.client.PauseAgent(ctx, "h100-0", "3 faults in a row", time.Hour); err == nil || !strings.Contains(err.Error(), "403") && !strings.Contains(err.Error(), "write_agents") {
+	if err := r.client.PauseAgent(ctx, "h100-0", "3 faults in a row", time.Hour); !isAPIStatus(err, http.StatusForbidden) {
 		t.Fatalf("paused without write_agents: %v", err)
 	}
 	r.fake.SetTokenScopes(r.fake.Token, append(contract.APIScopeNames(), "write_agents")...)
@@ -40,7 +40,7 @@ func TestPauseAgent(t *testing.T) {
 	if n := idle(); n != 1 {
 		t.Fatalf("idle %d with one of two paused, want 1", n)
 	}
-	if err := r.client.PauseAgent(ctx, "h100-0", "again", time.Hour); err == nil || !strings.Contains(err.Error(), "already paused") {
+	if err := r.client.PauseAgent(ctx, "h100-0", "again", time.Hour); !isAPIStatus(err, http.StatusUnprocessableEntity) { // "Agent is already paused"
 		t.Errorf("a second pause: %v", err)
 	}
 	r.clock.Advance(time.Hour)
@@ -53,10 +53,17 @@ func TestPauseAgent(t *testing.T) {
 	if err := r.client.ResumeAgent(ctx, "h100-1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.client.ResumeAgent(ctx, "h100-1"); err == nil || !strings.Contains(err.Error(), "not paused") {
+	if err := r.client.ResumeAgent(ctx, "h100-1"); !isAPIStatus(err, http.StatusUnprocessableEntity) { // "Agent is not paused"
 		t.Errorf("resuming an unpaused agent: %v", err)
 	}
 	if err := r.client.PauseAgent(ctx, "gone", "", time.Minute); !errors.Is(err, ErrNoAgent) {
 		t.Errorf("pausing an unknown agent: %v", err)
 	}
+}
+
+// isAPIStatus reports whether err is Buildkite's answer with HTTP status
+// code (an *APIError): the status says why, its message is Buildkite's.
+func isAPIStatus(err error, code int) bool {
+	var api *APIError
+	return errors.As(err, &api) && api.Status == code
 }

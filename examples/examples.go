@@ -10,6 +10,7 @@ package examples
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -90,9 +91,16 @@ func submissions(t *task.Task) []string {
 	return subs
 }
 
+// ErrUnknownExample and ErrNoSubmission: a name that is not one of
+// Names, or not one of an example's submissions.
+var (
+	ErrUnknownExample = errors.New("unknown example")
+	ErrNoSubmission   = errors.New("no submission")
+)
+
 func load(name string) (*task.Task, error) {
 	if !slices.Contains(Names(), name) {
-		return nil, fmt.Errorf("unknown example %q (have: %s)", name, strings.Join(Names(), ", "))
+		return nil, fmt.Errorf("%w %q (have: %s)", ErrUnknownExample, name, strings.Join(Names(), ", "))
 	}
 	t, err := task.LoadFS(files, name)
 	if err != nil {
@@ -112,7 +120,7 @@ func Submission(example, name string) (string, error) {
 	}
 	subs := submissions(t)
 	if !slices.Contains(subs, name) {
-		return "", fmt.Errorf("example %s has no submission %q (have: %s)", example, name, strings.Join(subs, ", "))
+		return "", fmt.Errorf("example %s has %w %q (have: %s)", example, ErrNoSubmission, name, strings.Join(subs, ", "))
 	}
 	b, err := files.ReadFile(path.Join(example, name+".py"))
 	if err != nil {

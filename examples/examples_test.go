@@ -1,6 +1,7 @@
 package examples
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -50,16 +51,22 @@ func TestConfigIsAValidJob(t *testing.T) {
 
 func TestSubmissionErrors(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ example, sub, want string }{
-		{"nope", "submission", `unknown example "nope"`},
-		{"../identity", "submission", "unknown example"},
-		{"identity", "missing", `no submission "missing" (have: submission, cheat-daemon`},
-		{"identity", "../submission", "no submission"},
+	for _, tc := range []struct {
+		example, sub string
+		want         error
+	}{
+		{"nope", "submission", ErrUnknownExample},
+		{"../identity", "submission", ErrUnknownExample},
+		{"identity", "missing", ErrNoSubmission},
+		{"identity", "../submission", ErrNoSubmission},
 	} {
-		_, err := Submission(tc.example, tc.sub)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s/%s: got %v, want %q", tc.example, tc.sub, err, tc.want)
+		if _, err := Submission(tc.example, tc.sub); !errors.Is(err, tc.want) {
+			t.Errorf("%s/%s: got %v, want %v", tc.example, tc.sub, err, tc.want)
 		}
+	}
+	// The message lists what there is: the user's next try.
+	if _, err := Submission("identity", "missing"); err == nil || !strings.Contains(err.Error(), `no submission "missing" (have: submission, cheat-daemon`) {
+		t.Errorf("identity/missing: %v, want the submissions listed", err)
 	}
 	if s, err := Submission("identity", "cheat-pipe"); err != nil || !strings.Contains(s, "check: pass") {
 		t.Errorf("cheat-pipe: %v", err)

@@ -3,6 +3,7 @@ package jobenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
@@ -13,6 +14,9 @@ import (
 	"github.com/gpu-mode/kbgen/plugincfg"
 	"github.com/gpu-mode/kbgen/registry"
 )
+
+// ErrNoQueue: the plan names no queue, so it has no step to reproduce.
+var ErrNoQueue = errors.New("the plan has no queue")
 
 // Step is what the gpu-docker hook sees besides the placement when an eval
 // step of p's queue runs on an agent: the step's plugin config (as the
@@ -28,7 +32,7 @@ import (
 // registry does not know, has no step to reproduce.
 func Step(p *node.Plan, reg *registry.Registry) ([]node.EnvVar, error) {
 	if p.Queue == "" {
-		return nil, fmt.Errorf("the plan has no queue, so there is no step to reproduce: pass --queue, or install the node first (kbgen node install)")
+		return nil, fmt.Errorf("%w, so there is no step to reproduce: pass --queue, or install the node first (kbgen node install)", ErrNoQueue)
 	}
 	v, err := reg.Lookup(p.Queue)
 	if err != nil {

@@ -2,6 +2,7 @@ package jobenv
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -56,14 +57,13 @@ func TestStepReproducesAnEvalStep(t *testing.T) {
 		t.Errorf("agent queue tag %q", q)
 	}
 
-	for _, tc := range []struct{ queue, want string }{
-		{"", "the plan has no queue"},
-		{"brand-new-queue", "add it to the vendor registry"},
-	} {
-		p.Queue = tc.queue
-		if _, err := Step(p, reg); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("queue %q: %v, want %q", tc.queue, err, tc.want)
-		}
+	p.Queue = ""
+	if _, err := Step(p, reg); !errors.Is(err, ErrNoQueue) {
+		t.Errorf("no queue: %v, want ErrNoQueue", err)
+	}
+	p.Queue = "brand-new-queue"
+	if _, err := Step(p, reg); !errors.As(err, new(*registry.UnknownQueueError)) {
+		t.Errorf("an unknown queue: %v, want an UnknownQueueError", err)
 	}
 }
 

@@ -89,7 +89,7 @@ func (s Source) check(opts Options) error {
 		return usagef("no job: pass --payload-file FILE, --task DIR --submission FILE, or --example NAME")
 	case s.Mode != "" && !s.Mode.Valid():
 		_, err := payload.ParseMode(string(s.Mode))
-		return usagef("--mode: %v", err)
+		return usagef("--mode: %w", err)
 	case s.PayloadFile != "" && s.Submission != "":
 		return usagef("--submission goes with --example or --task, not --payload-file")
 	case s.Task != "" && s.Submission == "":

@@ -273,7 +273,7 @@ func TestApplyOwner(t *testing.T) {
 	if own, err := lookupOwner(t.TempDir(), f); own != nil || err != nil {
 		t.Errorf("a staging root resolves an owner: %v, %v", own, err)
 	}
-	if _, err := lookupOwner("/", File{Path: "/key", Owner: "kbgen-no-such-user"}); err == nil || !strings.Contains(err.Error(), "kbgen-no-such-user") {
+	if _, err := lookupOwner("/", File{Path: "/key", Owner: "kbgen-no-such-user"}); !errors.As(err, new(user.UnknownUserError)) {
 		t.Errorf("an unknown user on a real install: %v", err)
 	}
 }

@@ -6,6 +6,7 @@
 // them idempotently into a root, and checks a running node (doctor).
 //
 // The placement it writes is the contract with package sandbox: the
-// environment hook exports sandbox.Env* variables, and `kbgen sandbox`
-// never grants a step more than they allow.
+// environment hook exports the contract.Env* variables
+// (internal/contract/env.go), and `kbgen sandbox` never grants a step more
+// than they allow.
 package node

@@ -25,8 +25,8 @@ func placeOnNode(node *NUMANode, gpus []GPU, opts PlanOptions) ([]Agent, cpulist
 	}
 	memEach := (node.MemTotal - int64(opts.ReserveMemory)) / int64(n) / size.GiB * size.GiB
 	if memEach < size.GiB {
-		return nil, nil, fmt.Errorf("NUMA node %d has %d GiB of memory, %d GiB reserved for the host, for %d GPUs: less than 1 GiB each (lower --reserve-memory)",
-			node.ID, node.MemTotal/size.GiB, opts.ReserveMemory/size.GiB, n)
+		return nil, nil, fmt.Errorf("NUMA node %d has %d GiB of memory, %d GiB reserved for the host, for %d GPUs: %w (lower --reserve-memory)",
+			node.ID, node.MemTotal/size.GiB, opts.ReserveMemory/size.GiB, n, ErrTooLittleMemory)
 	}
 	per := free / n
 	var host cpulist.Set

@@ -97,6 +97,10 @@ func (a *Agent) Unit() string {
 // placement that is not isolated.
 var ErrTooFewCores = errors.New("too few cores")
 
+// ErrTooLittleMemory is returned when a NUMA node's memory after the host
+// reserve leaves a GPU's agent less than 1 GiB.
+var ErrTooLittleMemory = errors.New("less than 1 GiB each")
+
 // MakePlan places one agent per GPU. numaOf gives each GPU's NUMA node
 // (ok=false when the firmware does not say).
 func MakePlan(topo *Topology, rt contract.Runtime, gpus []GPU, numaOf func(GPU) (int, bool, error), opts PlanOptions) (*Plan, error) {

@@ -50,7 +50,8 @@ func TestHotplugMemoryFallsBackToMemTotal(t *testing.T) {
 	// Without /proc/meminfo the node's own figure stands, and fails.
 	m := fixtureMachine(t, "vm-hotplug")
 	m.MemInfo = nil
-	if _, err := PlanMachine(context.Background(), m, defaultOpts); err == nil || !strings.Contains(err.Error(), "NUMA node 0 has 4 GiB") {
+	// The figure in the message is the node's own (4 GiB), not MemTotal's.
+	if _, err := PlanMachine(context.Background(), m, defaultOpts); !errors.Is(err, ErrTooLittleMemory) || !strings.Contains(err.Error(), "NUMA node 0 has 4 GiB") {
 		t.Errorf("without meminfo: %v", err)
 	}
 	// A machine whose nodes account for their memory keeps their figures.
@@ -221,7 +222,7 @@ func TestPlanRefusals(t *testing.T) {
 	}{
 		{"too few cores", PlanOptions{ReserveCores: 7, ReserveMemory: size.GiB}, "NUMA node 0 has 8 cores, 7 reserved for the host, for 2 GPUs", ErrTooFewCores},
 		{"reserve everything", PlanOptions{ReserveCores: 9, ReserveMemory: size.GiB}, "8 reserved for the host", ErrTooFewCores},
-		{"no memory left", PlanOptions{ReserveCores: 1, ReserveMemory: 268 * size.GiB}, "less than 1 GiB each", nil},
+		{"no memory left", PlanOptions{ReserveCores: 1, ReserveMemory: 268 * size.GiB}, "less than 1 GiB each", ErrTooLittleMemory},
 		{"negative", PlanOptions{ReserveCores: -1}, "must not be negative", nil},
 	}
 	for _, tt := range tests {

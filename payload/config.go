@@ -380,11 +380,19 @@ func (m Mode) Valid() bool {
 // ParseMode is the one reading of a mode name, for a job's config and for
 // every --mode flag alike: s must be one of Modes, exactly.
 func ParseMode(s string) (Mode, error) {
-	if s == "" {
-		return "", fmt.Errorf("no mode (want one of %s)", ModeList())
-	}
 	if !slices.Contains(Modes, Mode(s)) {
-		return "", fmt.Errorf("unknown mode %q (want one of %s)", s, ModeList())
+		return "", &ModeError{Mode: s}
 	}
 	return Mode(s), nil
+}
+
+// ModeError is a mode name that is not one of Modes ("" when none was
+// given).
+type ModeError struct{ Mode string }
+
+func (e *ModeError) Error() string {
+	if e.Mode == "" {
+		return fmt.Sprintf("no mode (want one of %s)", ModeList())
+	}
+	return fmt.Sprintf("unknown mode %q (want one of %s)", e.Mode, ModeList())
 }

@@ -55,7 +55,8 @@ func TestParseMode(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "Test", "fast", " test"} {
-		if _, err := ParseMode(bad); err == nil || !strings.Contains(err.Error(), "want one of test, benchmark, leaderboard, profile, private") {
+		var me *ModeError
+		if _, err := ParseMode(bad); !errors.As(err, &me) || me.Mode != bad {
 			t.Errorf("ParseMode(%q): %v", bad, err)
 		}
 	}

@@ -100,7 +100,7 @@ func TestPriority(t *testing.T) {
 	} {
 		p, err := Generate(Job{Input: exampleIn(t, tt.mode), Priority: tt.override}, v, Options{})
 		if tt.wantErr {
-			if err == nil || !strings.Contains(err.Error(), contract.EnvPriority) {
+			if !isFieldError(err, contract.EnvPriority) {
 				t.Errorf("%s %q: want error naming %s, got %v", tt.mode, tt.override, contract.EnvPriority, err)
 			}
 			continue
@@ -289,10 +289,10 @@ func TestNoJobPipelineParses(t *testing.T) {
 func TestRunIDMustBeUTF8(t *testing.T) {
 	t.Parallel()
 	v := mustVendor(t, "nvidia-h100")
-	for _, job := range []Job{{RunID: "run-\xff"}, {User: "u\xfe"}} {
+	for field, job := range map[string]Job{contract.EnvRunID: {RunID: "run-\xff"}, contract.EnvUser: {User: "u\xfe"}} {
 		job.Input = exampleIn(t, payload.ModeTest)
-		if _, err := Generate(job, v, Options{}); err == nil || !strings.Contains(err.Error(), "UTF-8") {
-			t.Errorf("%+v: want a UTF-8 error, got %v", job, err)
+		if _, err := Generate(job, v, Options{}); !isFieldError(err, field) {
+			t.Errorf("%+v: want a payload.Error for %s, got %v", job, field, err)
 		}
 	}
 }
@@ -334,4 +334,11 @@ func TestEvalForIsWhatGenerateEmits(t *testing.T) {
 		s.RemainingFields["agents"].(map[string]any)["queue"] != e.Queue {
 		t.Errorf("emitted %v, planned %+v", s.RemainingFields, e)
 	}
+}
+
+// isFieldError reports whether err is a refused job (payload.Error, exit
+// 65) that names field.
+func isFieldError(err error, field string) bool {
+	var pe *payload.Error
+	return errors.As(err, &pe) && pe.Kind == payload.KindInvalidField && pe.Field == field
 }

@@ -63,7 +63,7 @@ func AsUploaded(p *pipeline.Pipeline) (*pipeline.Pipeline, error) {
 		return nil, fmt.Errorf("interpolating pipeline: %w", err)
 	}
 	if len(env.looked) > 0 {
-		return nil, fmt.Errorf("pipeline refers to $%s, which the uploading agent would expand; only escaped $$ is allowed in a signed pipeline", strings.Join(env.looked, ", $"))
+		return nil, &VariableRefError{Names: env.looked}
 	}
 	return cp, nil
 }
@@ -169,9 +169,26 @@ func CheckQueueBinding(s *pipeline.CommandStep) error {
 	}
 	got := stepQueue(s)
 	if got != want {
-		return fmt.Errorf("step %q: routed to queue %q but signed for queue %q (%s)", stepName(s), got, want, contract.EnvQueue)
+		return &ReroutedError{Step: stepName(s), RoutedTo: got, SignedFor: want}
 	}
 	return nil
+}
+
+// VariableRefError is a pipeline that refers to variables ($NAME) the
+// uploading agent would expand: what it means would not be what was
+// signed.
+type VariableRefError struct{ Names []string }
+
+func (e *VariableRefError) Error() string {
+	return fmt.Sprintf("pipeline refers to $%s, which the uploading agent would expand; only escaped $$ is allowed in a signed pipeline", strings.Join(e.Names, ", $"))
+}
+
+// ReroutedError is a step whose (unsigned) agents.queue is not the queue
+// its signed KERNELBOT_QUEUE names.
+type ReroutedError struct{ Step, RoutedTo, SignedFor string }
+
+func (e *ReroutedError) Error() string {
+	return fmt.Sprintf("step %q: routed to queue %q but signed for queue %q (%s)", e.Step, e.RoutedTo, e.SignedFor, contract.EnvQueue)
 }
 
 // stepQueue reads agents.queue in either of the forms Buildkite accepts:

@@ -2,6 +2,7 @@ package pipelinegen
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,8 +169,8 @@ func TestQueueIsNotASignedField(t *testing.T) {
 	if err := signature.VerifyStep(context.Background(), s, pub, testRepo); err != nil {
 		t.Fatalf("go-pipeline now signs agents (good news: tighten CheckQueueBinding's docs): %v", err)
 	}
-	err := CheckQueueBinding(s)
-	if err == nil || !strings.Contains(err.Error(), `signed for queue "nvidia-h100"`) {
+	var re *ReroutedError
+	if err := CheckQueueBinding(s); !errors.As(err, &re) || re.SignedFor != "nvidia-h100" || re.RoutedTo != "amd-mi300" {
 		t.Fatalf("re-routed step not caught: %v", err)
 	}
 }
@@ -226,8 +227,8 @@ func TestSignRefusesVariableReferences(t *testing.T) {
 		p := &pipeline.Pipeline{Steps: pipeline.Steps{&pipeline.CommandStep{
 			Key: contract.EvalStepKey, Command: "kbgen run", Env: map[string]string{"A": "x " + ref},
 		}}}
-		err := Sign(context.Background(), p, priv, testRepo)
-		if err == nil || !strings.Contains(err.Error(), "refers to $") {
+		var ve *VariableRefError
+		if err := Sign(context.Background(), p, priv, testRepo); !errors.As(err, &ve) || len(ve.Names) != 1 {
 			t.Errorf("%s: got %v", ref, err)
 		}
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,7 +117,8 @@ func TestCUDANativeArchAndFailures(t *testing.T) {
 		cfg := cuJob(payload.ModeTest)
 		cfg.IncludeDirs = []string{"/nonexistent/ThunderKittens/include"}
 		_, err := evaluate(t, cfg, func(o *EvalOptions) { o.Environ = standIns(t) })
-		if FaultOf(err) != FaultJob || !strings.Contains(err.Error(), "does not exist") {
+		var je *payload.Error
+		if FaultOf(err) != FaultJob || !errors.As(err, &je) || je.Field != "include_dirs" {
 			t.Errorf("fault %v: %v", FaultOf(err), err)
 		}
 	})

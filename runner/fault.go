@@ -99,12 +99,10 @@ func machineFault(format string, args ...any) error {
 	return &Error{Fault: FaultMachine, Err: fmt.Errorf(format, args...)}
 }
 
-// ExitCode maps a Run failure to the exit-code table (docs/formats.md#exit-codes).
-func ExitCode(err error) int {
-	if err == nil {
-		return exitcode.OK
-	}
-	switch FaultOf(err) {
+// ExitCode is the exit code of a failure with this fault, from the one
+// table (internal/exitcode; docs/formats.md#runner-exit-codes).
+func (f Fault) ExitCode() int {
+	switch f {
 	case FaultUsage:
 		return exitcode.Usage
 	case FaultJob:
@@ -113,8 +111,25 @@ func ExitCode(err error) int {
 		return exitcode.TempFail
 	case FaultCanceled:
 		return exitcode.Canceled
-	case FaultSubmission:
-		return exitcode.Failure
 	}
+	// FaultInternal, and FaultSubmission: the sandbox ends a job whose
+	// runner was killed from inside with 1 too.
 	return exitcode.Failure
+}
+
+// ExitCode makes *Error an exitcode.Coder: the CLI asks exitcode.Of, as
+// for every other command.
+func (e *Error) ExitCode() int { return e.Fault.ExitCode() }
+
+// withFault is err as the runner returns it to the CLI: an *Error whose
+// fault FaultOf decides, so exitcode.Of reads the code from the error
+// itself (a disk-full or job error carries none of its own). nil stays nil.
+func withFault(err error) error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := err.(*Error); ok {
+		return e
+	}
+	return &Error{Fault: FaultOf(err), Err: err}
 }

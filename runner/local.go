@@ -41,7 +41,7 @@ type LocalOptions struct {
 // Local is Run's twin on a developer's machine: it loads the job, plans
 // its eval step as the bootstrap step would (the step's timeout bounds the
 // run), evaluates it here and writes the FullResult. The error carries the
-// exit code: Run's for a runner failure (ExitCode), 1 when the job ran
+// exit code (exitcode.Of): Run's for a runner failure, 1 when the job ran
 // but a run failed, 2 for bad options, 65 for a bad job.
 func Local(ctx context.Context, o LocalOptions) (*payload.FullResult, error) {
 	if o.Quiet {
@@ -58,7 +58,7 @@ func Local(ctx context.Context, o LocalOptions) (*payload.FullResult, error) {
 	localf(o.Log, "%s job, mode %s; pipeline for queue %s: eval step %q, timeout %s", in.Config.Lang, in.Config.Mode, step.Queue, steps.RunCommand, step.Timeout())
 	probe, err := LoadProbe(ctx, o.SystemFile, o.Environ)
 	if err != nil {
-		return nil, exitcode.With(ExitCode(err), err)
+		return nil, withFault(err)
 	}
 	res, runErr := Evaluate(ctx, in.Config, EvalOptions{WorkDir: o.WorkDir, Environ: slices.Clone(o.Environ), Probe: probe, MaxTimeout: step.Timeout(), Log: o.Log})
 	if o.Log != nil {
@@ -68,7 +68,7 @@ func Local(ctx context.Context, o LocalOptions) (*payload.FullResult, error) {
 		return res, err
 	}
 	if runErr != nil {
-		return res, exitcode.With(ExitCode(runErr), runErr)
+		return res, withFault(runErr)
 	}
 	if !res.AllPassed() {
 		return res, exitcode.Silent(exitcode.Failure)

@@ -69,8 +69,6 @@ type RunOptions struct {
 
 // Outcome is what Run did.
 type Outcome struct {
-	// Code is the process exit code (internal/exitcode): see ExitCode.
-	Code int
 	// Result is the FullResult written to Out; nil when the options were
 	// unsound before anything ran.
 	Result *payload.FullResult
@@ -84,20 +82,20 @@ type Outcome struct {
 // Run reads the job, checks the step's queue binding, evaluates, records
 // the noise and decides the noise retry, writes result.json (always) and
 // noise.json, and publishes them when buildkite-agent is on PATH. The
-// error is the cause of a non-zero Code, nil when there is none to say
-// beyond what was logged.
+// error carries the exit code (an exitcode.Coder: *Error, or a silent
+// exitcode.Error when the cause was already logged); nil is exit 0.
 func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	if opts.Publish != "" {
 		return publishResult(ctx, opts)
 	}
 	key, err := opts.readKey()
 	if err != nil {
-		return Outcome{Code: ExitCode(err)}, err
+		return Outcome{}, withFault(err)
 	}
 	shieldPID1(os.Getpid(), opts.Log)
 	probe, err := LoadProbe(ctx, opts.SystemFile, opts.Environ)
 	if err != nil {
-		return Outcome{Code: ExitCode(err)}, err
+		return Outcome{}, withFault(err)
 	}
 	var out Outcome
 	var sampler *noise.Sampler
@@ -156,8 +154,7 @@ func Run(ctx context.Context, opts RunOptions) (Outcome, error) {
 	if runErr == nil && out.Noise != nil && out.Noise.Retry {
 		runErr = machineFault("%s", out.Noise.RetryReason)
 	}
-	out.Code = ExitCode(runErr)
-	return out, runErr
+	return out, withFault(runErr)
 }
 
 // ownDiskFull makes a full tmpfs in a sealed run (the sandbox's
@@ -236,7 +233,7 @@ func LoadProbe(ctx context.Context, systemFile string, environ []string) (*Probe
 func publishResult(ctx context.Context, o RunOptions) (Outcome, error) {
 	res, agent, err := o.loadPublish()
 	if err != nil {
-		return Outcome{Code: ExitCode(err)}, err
+		return Outcome{}, withFault(err)
 	}
 	// The mode is the job's when the build env carries it, else the one
 	// the runs imply.
@@ -262,7 +259,7 @@ func publishResult(ctx context.Context, o RunOptions) (Outcome, error) {
 	}
 	logLines(o.Log, out.PublishErr)
 	if out.PublishErr != nil {
-		out.Code = exitcode.Failure
+		return out, exitcode.Silent(exitcode.Failure) // already logged
 	}
 	return out, nil
 }

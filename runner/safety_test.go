@@ -169,7 +169,7 @@ func runSealed(t *testing.T, ctx context.Context, cfg *payload.Config, plant fun
 	}
 	c, err := seal.Open(sealed.Bytes(), key)
 	if err != nil {
-		t.Fatalf("no sealed result (code %d, %v): %v\n%s", r.out.Code, r.err, err, log.String())
+		t.Fatalf("no sealed result (code %d, %v): %v\n%s", exitcode.Of(r.err), r.err, err, log.String())
 	}
 	return r.out, c, r.err
 }
@@ -206,9 +206,9 @@ func plantFIFOs(t *testing.T) func(string) {
 func TestOutDirFIFOsCannotHoldTheRunner(t *testing.T) {
 	needPython(t)
 	t.Run("completed", func(t *testing.T) {
-		out, c, err := runSealed(t, context.Background(), example(t, "identity", "submission", payload.ModeLeaderboard), plantFIFOs(t), time.Minute)
-		if err != nil || out.Code != exitcode.OK || len(c.Result) == 0 || len(c.Noise) == 0 {
-			t.Fatalf("code %d, %v; sealed result %d bytes, noise %d bytes", out.Code, err, len(c.Result), len(c.Noise))
+		_, c, err := runSealed(t, context.Background(), example(t, "identity", "submission", payload.ModeLeaderboard), plantFIFOs(t), time.Minute)
+		if err != nil || len(c.Result) == 0 || len(c.Noise) == 0 {
+			t.Fatalf("%v; sealed result %d bytes, noise %d bytes", err, len(c.Result), len(c.Noise))
 		}
 		if !bytes.Contains(c.Result, []byte(`"success": true`)) {
 			t.Errorf("sealed result:\n%s", c.Result)
@@ -218,9 +218,9 @@ func TestOutDirFIFOsCannotHoldTheRunner(t *testing.T) {
 		// As cmd/kbgen's signal context cancels on SIGTERM.
 		ctx, cancel := context.WithCancelCause(context.Background())
 		time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("received terminated")) })
-		out, c, err := runSealed(t, ctx, example(t, "vectoradd", "hang", payload.ModeLeaderboard), plantFIFOs(t), 30*time.Second)
-		if out.Code != exitcode.Canceled || !strings.Contains(string(c.Result), "received terminated") {
-			t.Fatalf("code %d (%v), sealed result:\n%s", out.Code, err, c.Result)
+		_, c, err := runSealed(t, ctx, example(t, "vectoradd", "hang", payload.ModeLeaderboard), plantFIFOs(t), 30*time.Second)
+		if exitcode.Of(err) != exitcode.Canceled || !strings.Contains(string(c.Result), "received terminated") {
+			t.Fatalf("code %d (%v), sealed result:\n%s", exitcode.Of(err), err, c.Result)
 		}
 	})
 }
@@ -242,7 +242,7 @@ func TestNVMLHelperLivesForTheJob(t *testing.T) {
 		o.Environ = append(o.Environ, "KBGEN_NVML_LOG="+helperLog)
 	})
 	if err != nil || out.Noise == nil {
-		t.Fatalf("code %d: %v, noise %v", out.Code, err, out.Noise)
+		t.Fatalf("code %d: %v, noise %v", exitcode.Of(err), err, out.Noise)
 	}
 	// The noise.json the host believes says so too.
 	if n := bytes.Count(c.Noise, []byte(`"source": "nvml"`)); n != 2 {
@@ -285,12 +285,12 @@ func TestRunDeviceFailureExitCode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, _, err := runSealed(t, context.Background(), pyJob(payload.ModeLeaderboard, noDevicePy, ""), func(string) {}, time.Minute, func(o *RunOptions) {
+			_, _, err := runSealed(t, context.Background(), pyJob(payload.ModeLeaderboard, noDevicePy, ""), func(string) {}, time.Minute, func(o *RunOptions) {
 				o.NVML = tc.nvml
 				o.Environ = []string{"PATH=" + gpuTools(t, ""), "KBGEN_NVML_LOG=" + filepath.Join(t.TempDir(), "log")}
 			})
-			if out.Code != tc.code {
-				t.Fatalf("code %d (%v), want %d", out.Code, err, tc.code)
+			if got := exitcode.Of(err); got != tc.code {
+				t.Fatalf("code %d (%v), want %d", got, err, tc.code)
 			}
 		})
 	}
@@ -334,7 +334,7 @@ func TestOwnDiskFull(t *testing.T) {
 			if tc.sealed {
 				o.Sealed = io.Discard
 			}
-			if got := ExitCode(o.ownDiskFull(tc.err)); got != tc.code {
+			if got := exitcode.Of(withFault(o.ownDiskFull(tc.err))); got != tc.code {
 				t.Errorf("exit %d for %v, want %d", got, tc.err, tc.code)
 			}
 		})

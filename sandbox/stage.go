@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,6 +64,10 @@ func (s Stage) Create(encodedPayload string) error {
 // Remove deletes the stage.
 func (s Stage) Remove() error { return os.RemoveAll(s.Dir) }
 
+// ErrDynamic is a runner binary linked against a libc (it has an ELF
+// interpreter), which the container's image need not have.
+var ErrDynamic = errors.New("is dynamically linked")
+
 // CheckStatic refuses a runner binary the container could not execute: it
 // must be a statically linked ELF (CGO_ENABLED=0), because the image's libc
 // is not the host's.
@@ -74,7 +79,7 @@ func CheckStatic(path string) error {
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("runner binary %s is dynamically linked; build kbgen with CGO_ENABLED=0", path)
+			return fmt.Errorf("runner binary %s %w; build kbgen with CGO_ENABLED=0", path, ErrDynamic)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,5 +35,22 @@ func TestStageCreate(t *testing.T) {
 	}
 	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
 		t.Errorf("stage not removed: %v", err)
+	}
+}
+
+// TestCheckStatic: a dynamically linked runner (the host's /bin/sh) is
+// refused as ErrDynamic; a file that is not ELF is refused too, as
+// something else.
+func TestCheckStatic(t *testing.T) {
+	t.Parallel()
+	if err := CheckStatic("/bin/sh"); !errors.Is(err, ErrDynamic) {
+		t.Errorf("CheckStatic(/bin/sh) = %v, want ErrDynamic", err)
+	}
+	script := filepath.Join(t.TempDir(), "kbgen")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStatic(script); err == nil || errors.Is(err, ErrDynamic) {
+		t.Errorf("CheckStatic(a script) = %v, want a refusal that is not ErrDynamic", err)
 	}
 }

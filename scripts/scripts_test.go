@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,7 +167,7 @@ func TestReleaseScript(t *testing.T) {
 	t.Run("kbgen-nvml", func(t *testing.T) {
 		name := "kbgen-nvml-" + version + "-linux-" + runtime.GOARCH
 		bin := filepath.Join(dist, name)
-		if err := sandbox.CheckStatic(bin); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
+		if err := sandbox.CheckStatic(bin); !errors.Is(err, sandbox.ErrDynamic) {
 			t.Errorf("CheckStatic(%s) = %v, want it dynamically linked (cgo)", name, err)
 		}
 		if listed[name] == "" {

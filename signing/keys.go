@@ -93,6 +93,20 @@ func marshalSet(s jwk.Set) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// KeyChoiceError is a JWKS whose key ParsePrivate cannot pick: no key
+// has the id Want, or Want is "" and it holds several (Have, their ids).
+type KeyChoiceError struct {
+	Want string
+	Have []string
+}
+
+func (e *KeyChoiceError) Error() string {
+	if e.Want != "" {
+		return fmt.Sprintf("signing key JWKS has no key with id %q (it has %s)", e.Want, strings.Join(e.Have, ", "))
+	}
+	return fmt.Sprintf("signing key JWKS holds %d keys; name one with its key id (%s)", len(e.Have), strings.Join(e.Have, ", "))
+}
+
 // ParsePrivate picks the signing key out of a private JWKS: the key with
 // keyID, or the only key when keyID is empty. It refuses a public key, so a
 // mixed-up file fails here rather than at signing time.
@@ -106,13 +120,13 @@ func ParsePrivate(data []byte, keyID string) (jwk.Key, error) {
 	case keyID != "":
 		k, ok := set.LookupKeyID(keyID)
 		if !ok {
-			return nil, fmt.Errorf("signing key JWKS has no key with id %q (it has %s)", keyID, strings.Join(KeyIDs(set), ", "))
+			return nil, &KeyChoiceError{Want: keyID, Have: KeyIDs(set)}
 		}
 		key = k
 	case set.Len() == 1:
 		key, _ = set.Key(0)
 	default:
-		return nil, fmt.Errorf("signing key JWKS holds %d keys; name one with its key id (%s)", set.Len(), strings.Join(KeyIDs(set), ", "))
+		return nil, &KeyChoiceError{Have: KeyIDs(set)}
 	}
 	if !isPrivate(key) {
 		return nil, errors.New("signing key JWKS holds a public key; sign with the private key file from `kbgen keygen --private-out`")

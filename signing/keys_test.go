@@ -2,8 +2,10 @@ package signing
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -73,7 +75,8 @@ func TestParsePrivateKeySelection(t *testing.T) {
 	json.Unmarshal(two.Private, &b)
 	both, _ := json.Marshal(map[string]any{"keys": append(a.Keys, b.Keys...)})
 
-	if _, err := ParsePrivate(both, ""); err == nil || !strings.Contains(err.Error(), "one, two") {
+	var ke *KeyChoiceError
+	if _, err := ParsePrivate(both, ""); !errors.As(err, &ke) || ke.Want != "" || !slices.Equal(ke.Have, []string{"one", "two"}) {
 		t.Errorf("two keys and no id: %v", err)
 	}
 	k, err := ParsePrivate(both, "two")
@@ -83,8 +86,8 @@ func TestParsePrivateKeySelection(t *testing.T) {
 	if id, _ := k.KeyID(); id != "two" {
 		t.Errorf("picked %q", id)
 	}
-	if _, err := ParsePrivate(both, "three"); err == nil {
-		t.Error("unknown id accepted")
+	if _, err := ParsePrivate(both, "three"); !errors.As(err, &ke) || ke.Want != "three" {
+		t.Errorf("unknown id: %v", err)
 	}
 	if _, err := ParsePrivate([]byte("not json"), ""); err == nil {
 		t.Error("garbage accepted")

@@ -1,9 +1,16 @@
 package main
 
 import (
+	"go/ast"
+	"go/constant"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,6 +35,9 @@ var verdictOne = []struct {
 // generate (a public key to sign with, no buildkite-agent) exited 1.
 func TestExitCodeContract(t *testing.T) {
 	documented := documentedExitCodes(t)
+	t.Run("docs/formats.md's table is internal/exitcode's", func(t *testing.T) {
+		compareExitCodeTables(t, documented, exitcodeConstants(t))
+	})
 	files, _ := filepath.Glob("../../golden/cli/*.ct")
 	fail := regexp.MustCompile(`^\$ (kbgen .*) --> FAIL (\d+)$`)
 	seen := 0
@@ -44,7 +54,7 @@ func TestExitCodeContract(t *testing.T) {
 			seen++
 			code, _ := strconv.Atoi(m[2])
 			switch {
-			case !documented[code]:
+			case documented[code] == "":
 				t.Errorf("%s: %q exits %d, which docs/formats.md's exit-code table does not list", filepath.Base(f), m[1], code)
 			case code == 1 && !isVerdictOne(m[1]):
 				t.Errorf("%s: %q exits 1, the unexpected error; a refusal is 2 (bad input), 65 (refused job) or 75 (machine fault)", filepath.Base(f), m[1])
@@ -65,9 +75,72 @@ func isVerdictOne(line string) bool {
 	return false
 }
 
-// documentedExitCodes are the codes of the "## Exit codes" table of
-// docs/formats.md.
-func documentedExitCodes(t *testing.T) map[int]bool {
+// notExits are internal/exitcode's constants that no kbgen command exits
+// with: codes Buildkite reports for a job (steps.InfraRetryCodes retries
+// them), so the table of what kbgen exits with does not list them.
+var notExits = map[string]string{
+	"AgentLost":  "Buildkite's status for a job whose agent vanished",
+	"AgentInfra": "the agent's status for its own or the engine's failure",
+}
+
+// compareExitCodeTables fails on drift in either direction between the
+// documented rows (code → name) and the constants (name → code): a row
+// whose code or name no constant has, a constant no row lists.
+// Before: nothing compared the names, and a constant added without a row
+// (or a row renumbered) passed.
+func compareExitCodeTables(t *testing.T, documented map[int]string, consts map[string]int) {
+	t.Helper()
+	for code, name := range documented {
+		switch got, ok := consts[name]; {
+		case !ok:
+			t.Errorf("docs/formats.md lists %d %s; internal/exitcode has no constant %s", code, name, name)
+		case got != code:
+			t.Errorf("docs/formats.md lists %s as %d; internal/exitcode.%s is %d", name, code, name, got)
+		}
+	}
+	for name, code := range consts {
+		_, skip := notExits[name]
+		if !skip && documented[code] != name {
+			t.Errorf("internal/exitcode.%s (%d) has no row in docs/formats.md's exit-code table (row %d says %q)", name, code, code, documented[code])
+		}
+	}
+	for name := range notExits {
+		if _, ok := consts[name]; !ok {
+			t.Errorf("notExits names %s, which internal/exitcode no longer has", name)
+		}
+	}
+}
+
+// exitcodeConstants are the constants of internal/exitcode/exitcode.go
+// (the table) with their values, read from the source so that the table
+// has one definition: a constant added there is seen here.
+func exitcodeConstants(t *testing.T) map[string]int {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "../../internal/exitcode/exitcode.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := (&types.Config{}).Check("exitcode", fset, []*ast.File{f}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := map[string]int{}
+	for _, name := range pkg.Scope().Names() {
+		if c, ok := pkg.Scope().Lookup(name).(*types.Const); ok && c.Exported() {
+			v, _ := constant.Int64Val(c.Val())
+			consts[name] = int(v)
+		}
+	}
+	if len(consts) < 8 {
+		t.Fatalf("found %d constants in internal/exitcode/exitcode.go: %v", len(consts), slices.Sorted(maps.Keys(consts)))
+	}
+	return consts
+}
+
+// documentedExitCodes are the rows of the "## Exit codes" table of
+// docs/formats.md: code → name.
+func documentedExitCodes(t *testing.T) map[int]string {
 	t.Helper()
 	data, err := os.ReadFile("../../docs/formats.md")
 	if err != nil {
@@ -78,10 +151,13 @@ func documentedExitCodes(t *testing.T) map[int]bool {
 		t.Fatal("docs/formats.md has no \"## Exit codes\" section")
 	}
 	table, _, _ = strings.Cut(table, "\n## ")
-	codes := map[int]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^\| (-?\d+) \|`).FindAllStringSubmatch(table, -1) {
+	codes := map[int]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\| (-?\d+) \| (\w+) \|`).FindAllStringSubmatch(table, -1) {
 		n, _ := strconv.Atoi(m[1])
-		codes[n] = true
+		if codes[n] != "" {
+			t.Errorf("docs/formats.md's exit-code table lists %d twice", n)
+		}
+		codes[n] = m[2]
 	}
 	if len(codes) < 8 {
 		t.Fatalf("found %d codes in docs/formats.md's exit-code table", len(codes))

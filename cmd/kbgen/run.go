@@ -1,9 +1,6 @@
 package main
 
-import (
-	"github.com/gpu-mode/kbgen/internal/exitcode"
-	"github.com/gpu-mode/kbgen/runner"
-)
+import "github.com/gpu-mode/kbgen/runner"
 
 // RunCmd evaluates the job inside the container and writes result.json.
 type RunCmd struct {
@@ -82,6 +79,6 @@ func (c *RunCmd) Run(g *Globals) error {
 	if c.Sealed {
 		opts.Sealed = g.Stdout
 	}
-	out, err := runner.Run(ctx, opts)
-	return exitcode.Exit(out.Code, err)
+	_, err := runner.Run(ctx, opts)
+	return err
 }

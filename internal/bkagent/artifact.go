@@ -14,6 +14,18 @@ import (
 	"github.com/gpu-mode/kbgen/internal/lazyre"
 )
 
+// UnsafeNamesError is the artifact names ArtifactUpload refused (not
+// SafeArtifactPath), as given; its text quotes each in ASCII, inert.
+type UnsafeNamesError struct{ Names []string }
+
+func (e *UnsafeNamesError) Error() string {
+	quoted := make([]string, len(e.Names))
+	for i, n := range e.Names {
+		quoted[i] = strconv.QuoteToASCII(n)
+	}
+	return fmt.Sprintf("artifact upload: refused %d unsafe name(s) (want %s): %s", len(e.Names), safeArtifactRule, strings.Join(quoted, ", "))
+}
+
 // ArtifactUpload uploads files (paths relative to dir) with one `artifact
 // upload` run in dir, so the artifacts keep those names (result.json,
 // profile_data/profile.0.zip): what the eval step's artifact_paths and
@@ -30,12 +42,12 @@ func (a *Agent) ArtifactUpload(ctx context.Context, dir string, files []string) 
 		if SafeArtifactPath(f) {
 			ok = append(ok, f)
 		} else {
-			refused = append(refused, strconv.QuoteToASCII(f))
+			refused = append(refused, f)
 		}
 	}
 	var errs []error
 	if len(refused) > 0 {
-		errs = append(errs, fmt.Errorf("artifact upload: refused %d unsafe name(s) (want %s): %s", len(refused), safeArtifactRule, strings.Join(refused, ", ")))
+		errs = append(errs, &UnsafeNamesError{Names: refused})
 	}
 	if len(ok) > 0 {
 		errs = append(errs, a.upload(ctx, dir, strings.Join(ok, ";")))

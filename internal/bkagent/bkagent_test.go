@@ -3,9 +3,9 @@ package bkagent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,7 +108,7 @@ func TestArtifactUploadRefusesPatterns(t *testing.T) {
 	hostile := []string{"profile_data/a;*;.zip", "profile_data/*.zip", "profile_data/**", "profile_data/{a,b}.zip", "profile_data/[ab].zip",
 		"profile_data/x?.zip", "../../etc/passwd", "/etc/shadow", "profile_data/a\nb.zip", "profile_data/a b.zip", "profile_data/\\*.zip", "", "./result.json", "profile_data//x.zip"}
 	err = agent.ArtifactUpload(context.Background(), t.TempDir(), append([]string{"result.json", "profile_data/profile.0.zip"}, hostile...))
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("refused %d unsafe name(s)", len(hostile))) {
+	if ue := (*UnsafeNamesError)(nil); !errors.As(err, &ue) || !slices.Equal(ue.Names, hostile) {
 		t.Errorf("error = %v, want the %d refused names", err, len(hostile))
 	}
 	argv, _ := os.ReadFile(filepath.Join(logDir, "0.argv"))

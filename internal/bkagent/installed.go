@@ -1,12 +1,16 @@
 package bkagent
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
+
+// ErrNotInstalled: no buildkite-agent binary where Installed looks.
+var ErrNotInstalled = errors.New("no buildkite-agent binary")
 
 // Installed finds the real buildkite-agent binary to start (`kbgen doctor
 // --e2e`, the real-agent tests), as an absolute path: getenv's
@@ -21,5 +25,5 @@ func Installed(getenv func(string) string) (string, error) {
 			return filepath.Abs(path)
 		}
 	}
-	return "", fmt.Errorf("no buildkite-agent binary (install: %s, or set %s)", InstallHint, contract.EnvAgentBinary)
+	return "", fmt.Errorf("%w (install: %s, or set %s)", ErrNotInstalled, InstallHint, contract.EnvAgentBinary)
 }

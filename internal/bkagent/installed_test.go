@@ -1,6 +1,7 @@
 package bkagent
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,8 @@ func TestInstalled(t *testing.T) {
 		t.Skip("/tmp/bkbin/agent exists on this machine: the not-found case cannot be shown")
 	}
 	_, err := Installed(env(""))
-	if err == nil || !strings.Contains(err.Error(), InstallHint) {
+	// The hint is what a developer reads to get the binary.
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), InstallHint) {
 		t.Errorf("nothing installed: %v, want the install hint", err)
 	}
 }

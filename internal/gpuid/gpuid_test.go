@@ -1,8 +1,11 @@
 package gpuid
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 )
 
 func TestGrammar(t *testing.T) {
@@ -38,10 +41,14 @@ func TestGrammar(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			err := tc.check(tc.in)
+			var ge *Error
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("%q refused: %v", tc.in, err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			case tc.want != "" && (!errors.As(err, &ge) || ge.Value != tc.in || exitcode.Of(err) != exitcode.Usage):
+				t.Errorf("%q: error %v, want a gpuid.Error of it (exit 2)", tc.in, err)
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				// The text is what the operator reads: it says what is wanted.
 				t.Errorf("%q: error %v, want one saying %s", tc.in, err, tc.want)
 			case err != nil && strings.Contains(err.Error(), "\n"):
 				t.Errorf("error text has a raw newline: %q", err.Error())

@@ -62,8 +62,13 @@ func Parse(s string) (Reference, error) {
 	return Reference{Name: name, Tag: tag, Digest: digest}, nil
 }
 
-func refError(s, why string) error {
-	return fmt.Errorf("%q is not an image reference: %s", s, why)
+func refError(s, why string) error { return &Error{Ref: s, Why: why} }
+
+// Error is a string that is not an image reference, and why.
+type Error struct{ Ref, Why string }
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%q is not an image reference: %s", e.Ref, e.Why)
 }
 
 // String writes the reference back as Parse read it.

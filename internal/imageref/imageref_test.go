@@ -1,6 +1,7 @@
 package imageref
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -74,7 +75,9 @@ func TestParseRefuses(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Parse(%q) = %+v, want an error", tt.in, got)
 			}
-			if !strings.Contains(err.Error(), "is not an image reference") || !strings.Contains(err.Error(), tt.why) {
+			// Why is the user's explanation: it names the part at fault.
+			var re *Error
+			if !errors.As(err, &re) || re.Ref != tt.in || !strings.Contains(re.Why, tt.why) {
 				t.Errorf("Parse(%q): %v, want it to say why (%q)", tt.in, err, tt.why)
 			}
 		})

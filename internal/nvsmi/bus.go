@@ -1,6 +1,7 @@
 package nvsmi
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,9 @@ import (
 // pciBDF is a PCI bus:device.function (hex; a function is 0-7).
 var pciBDF = lazyre.New(`^[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$`)
 
+// ErrBusID is a PCI bus id that is not domain:bus:device.function.
+var ErrBusID = errors.New("bad PCI bus id")
+
 // BusID is nvidia-smi's pci.bus_id ("00000000:18:00.0", an eight-digit
 // domain) in sysfs's form ("0000:18:00.0": four digits, lower case),
 // which the node's plan records and sysfs is read by. Anything else is
@@ -19,11 +23,11 @@ func BusID(s string) (string, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	dom, rest, ok := strings.Cut(s, ":")
 	if !ok || !pciBDF.MatchString(rest) {
-		return "", fmt.Errorf("bad PCI bus id %q", s)
+		return "", fmt.Errorf("%w %q", ErrBusID, s)
 	}
 	d, err := strconv.ParseUint(dom, 16, 32)
 	if err != nil || d > 0xffff {
-		return "", fmt.Errorf("bad PCI bus id %q", s)
+		return "", fmt.Errorf("%w %q", ErrBusID, s)
 	}
 	return fmt.Sprintf("%04x:%s", d, rest), nil
 }

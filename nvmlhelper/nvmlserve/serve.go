@@ -68,7 +68,7 @@ func Serve(lib nvml.Interface, r io.Reader, w io.Writer) error {
 // indented JSON: the file `kbgen node plan --nvml-inventory` reads.
 func WriteInventory(lib nvml.Interface, w io.Writer) error {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
-		return fmt.Errorf("loading NVML: %v", ret)
+		return fmt.Errorf("loading NVML: %w", ret)
 	}
 	defer lib.Shutdown()
 	inv, err := (&handler{lib: lib, procRoot: "/proc"}).inventory()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -203,7 +204,7 @@ func TestWriteInventory(t *testing.T) {
 	}
 	s := node(t, 1, pcie, l4)
 	s.InitFunc = func() nvml.Return { return nvml.ERROR_DRIVER_NOT_LOADED }
-	if err := WriteInventory(s, &out); err == nil || !strings.Contains(err.Error(), "ERROR_DRIVER_NOT_LOADED") {
+	if err := WriteInventory(s, &out); !errors.Is(err, nvml.ERROR_DRIVER_NOT_LOADED) {
 		t.Errorf("WriteInventory without a driver = %v", err)
 	}
 }
