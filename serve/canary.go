@@ -68,7 +68,6 @@ type canaries struct {
 }
 
 func (s *Service) initCanary() {
-	s.verifs = &verifications{byRun: map[string]*verification{}} // verify.go: it reads the canaries' fingerprints
 	s.canary = &canaries{points: map[string][]canary.Point{}, last: map[string]time.Time{}, open: map[string]string{},
 		rerun: map[string]bool{}, flagged: map[string]bool{}, changes: map[string]changeCache{}}
 	if s.cfg.Store == nil {

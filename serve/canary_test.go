@@ -39,6 +39,8 @@ type canaryFleet struct {
 	scores map[string][]float64
 	served map[string]int
 	envs   []map[string]string
+	// slow adds to a targeted run's finish (a re-run a restart interrupts).
+	slow time.Duration
 }
 
 func (f *canaryFleet) script(env map[string]string) fakebuildkite.Script {
@@ -52,10 +54,15 @@ func (f *canaryFleet) script(env map[string]string) fakebuildkite.Script {
 	list := f.scores[agent]
 	i := min(f.served[agent], len(list)-1)
 	f.served[agent]++
+	noise := "clean"
 	if list[i] < 0 {
-		return canaryScript(agent, -list[i], canary.NoisyVerdict)
+		noise = canary.NoisyVerdict
 	}
-	return canaryScript(agent, list[i], "clean")
+	sc := canaryScript(agent, max(list[i], -list[i]), noise)
+	if env[contract.EnvTargetAgent] != "" {
+		sc.Finish += f.slow
+	}
+	return sc
 }
 
 // untargeted is the agent that runs the fleet's untargeted runs.
