@@ -114,7 +114,7 @@ var funcs = template.FuncMap{
 		}
 		return now.Sub(t).Round(time.Second).String() + " ago"
 	},
-	"pct": func(f float64) string { return fmt.Sprintf("%.0f %%", 100*f) },
+	"pct":       func(f float64) string { return fmt.Sprintf("%.0f %%", 100*f) },
 	"signedpct": func(f float64) string { return fmt.Sprintf("%+.1f %%", 100*f) },
 	"left": func(n int) string {
 		if n < 0 {
