@@ -9,6 +9,8 @@ import (
 var (
 	ctxA = Context{Driver: "550.54", ImageDigest: "sha256:aa", KbgenVersion: "v1", CPUModel: "EPYC", PowerLimit: "700 W"}
 	ctxB = Context{Driver: "560.10", ImageDigest: "sha256:aa", KbgenVersion: "v1", CPUModel: "EPYC", PowerLimit: "700 W"}
+	// ctxP is ctxA with the power limit lowered (nvidia-smi -pl 500).
+	ctxP = Context{Driver: "550.54", ImageDigest: "sha256:aa", KbgenVersion: "v1", CPUModel: "EPYC", PowerLimit: "500 W"}
 )
 
 // quietBase is eight quiet scores around 10 ms: median 10, MAD 0.1·1.4826.
@@ -58,6 +60,7 @@ func TestJudge(t *testing.T) {
 		// eighth, and only the last is scored.
 		{name: "noisy points do not fill the baseline", points: pts(ctxA, cat(quietBase[:7], []float64{-12, 10.7, 10.7})...), state: OK, streak: 1, rerun: 1, baseMedian: 10.05},
 		{name: "a context change starts a new baseline", points: append(pts(ctxA, quietBase...), pts(ctxB, 11, 11.1, 10.9)...), state: Baselining},
+		{name: "a power limit change starts a new baseline, not drift", points: append(pts(ctxA, quietBase...), pts(ctxP, 12, 12.1)...), state: Baselining},
 		{name: "the new context's own baseline", points: append(pts(ctxA, quietBase...), pts(ctxB, 11, 11.1, 10.9, 11, 11.2, 10.8, 11.1, 10.9, 11, 11)...), state: OK, baseMedian: 11},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
