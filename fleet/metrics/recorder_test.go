@@ -110,7 +110,7 @@ kbgen_agent_machine_faults_total{agent="h100-0",queue="nvidia-h100"} 1
 # HELP kbgen_agent_clock_event_seconds_total Seconds this agent's GPU clocks were held down by external clock events during timed runs (noise records).
 # TYPE kbgen_agent_clock_event_seconds_total counter
 kbgen_agent_clock_event_seconds_total{agent="h100-0",queue="nvidia-h100"} 1.5
-# HELP kbgen_agent_info 1 for each GPU of each agent, from its latest run's facts; join with DCGM's or AMD's exporter on gpu_uuid (docs/operations.md).
+# HELP kbgen_agent_info 1 for each GPU of each agent, from its latest run's facts (else the node and GPUs kbgen node install tagged it with); join with DCGM's or AMD's exporter on gpu_uuid (docs/operations.md).
 # TYPE kbgen_agent_info gauge
 kbgen_agent_info{agent="h100-0",driver="550",gpu_model="H100",gpu_uuid="GPU-a",kbgen_version="v1",node="n1",queue="nvidia-h100"} 1
 `, []string{"kbgen_agent_machine_faults_total", "kbgen_agent_clock_event_seconds_total", "kbgen_agent_info"}},
