@@ -177,6 +177,9 @@ func (s *Service) verifyReport(v *verify.Record) verify.Report {
 	changed := false
 	rep := v.Report(func(m verify.Measurement) verify.Measurement {
 		r := s.runs.get(m.RunID)
+		if r == nil && !s.scanned() {
+			return m // the startup scan may still adopt it: running
+		}
 		if r == nil {
 			m.Error, m.Done = "the re-run is no longer held by the service (not found on Buildkite after a restart)", true
 			return m
@@ -197,19 +200,30 @@ func (s *Service) verifyReport(v *verify.Record) verify.Report {
 	return rep
 }
 
-// keepVerification writes v to the store (none: nothing kept).
+// scanned is whether the startup scan has found the service's builds
+// (s.ready closed).
+func (s *Service) scanned() bool {
+	select {
+	case <-s.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// keepVerification writes v to the store (none: nothing kept). It runs
+// under s.verifs.mu, so the writes of one verification keep their order
+// (a later state never lost under an earlier one); they are rare: a
+// verification's start and each re-run's end.
 func (s *Service) keepVerification(v verify.Record) {
 	if s.cfg.Store == nil {
 		return
 	}
-	v.Reruns = slices.Clone(v.Reruns)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.cfg.Store.PutVerification(ctx, v); err != nil {
-			s.logf("store: verification of %s not kept: %v", v.RunID, err)
-		}
-	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.PutVerification(ctx, v); err != nil {
+		s.logf("store: verification of %s not kept: %v", v.RunID, err)
+	}
 }
 
 // initVerify restores the verifications the store kept (within its
