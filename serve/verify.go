@@ -192,9 +192,7 @@ func (s *Service) verifyReport(v *verify.Record) verify.Report {
 		return now
 	})
 	if changed {
-		for i, m := range rep.Reruns {
-			v.Reruns[i] = m
-		}
+		copy(v.Reruns, rep.Reruns)
 		s.keepVerification(*v)
 	}
 	return rep
