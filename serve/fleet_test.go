@@ -194,6 +194,10 @@ func TestStoreKeepsRuns(t *testing.T) {
 	if l := again.svc.Roster().List(); len(l) != 1 || l[0].Name != "gpu-node-3-gpu0" {
 		t.Errorf("restored roster %+v", l)
 	}
+	// …and its info series before any run of the new service.
+	if _, scrape := again.do("GET", "/metrics", nil, testToken); !regexp.MustCompile(`(?m)^kbgen_agent_info\{agent="gpu-node-3-gpu0",.*node="gpu-node-3",queue="nvidia-h100"\} 1$`).Match(scrape) {
+		t.Errorf("the restarted service's scrape lacks gpu-node-3-gpu0's kbgen_agent_info")
+	}
 }
 
 // signedHook posts a webhook body signed as Buildkite signs them.
