@@ -23,6 +23,10 @@ type Agent struct {
 	Busy    bool   `json:"busy"`
 	Paused  bool   `json:"paused,omitempty"`
 	Job     string `json:"job,omitempty"` // the running job's step label
+	// Tags are the agent's tags (Buildkite's meta_data, "key=value"),
+	// for kbgen serve's roster (contract.NodeTag, contract.GPUsTag); not
+	// part of the queue status's JSON.
+	Tags map[string]string `json:"-"`
 }
 
 // QueueStatus is one queue's capacity and backlog.
@@ -67,7 +71,7 @@ func (c *Client) Queues(ctx context.Context, only string) ([]QueueStatus, error)
 			continue
 		}
 		q := agentQueue(a.Metadata)
-		ag := Agent{Name: a.Name, Version: a.Version, Busy: a.Job != nil, Paused: a.Paused != nil && *a.Paused}
+		ag := Agent{Name: a.Name, Version: a.Version, Busy: a.Job != nil, Paused: a.Paused != nil && *a.Paused, Tags: agentTags(a.Metadata)}
 		if a.Job != nil {
 			ag.Job = jobName(a.Job.Name, a.Job.Label)
 		}
@@ -110,6 +114,18 @@ func waiting(b *Build) bool {
 		}
 	}
 	return true
+}
+
+// agentTags is an agent's meta_data as a map (a tag without "=" is left
+// out; the agent host chose these, so bounded by the list's own size).
+func agentTags(meta []string) map[string]string {
+	out := map[string]string{}
+	for _, m := range meta {
+		if k, v, ok := strings.Cut(m, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func agentQueue(meta []string) string {

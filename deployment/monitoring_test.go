@@ -310,7 +310,7 @@ func TestRulesMatchAlerts(t *testing.T) {
 			missing = append(missing, c)
 		}
 	}
-	if want := []string{alert.CanaryDrift, alert.ImageNotPrepulled}; !slices.Equal(missing, want) {
+	if want := []string{alert.ImageNotPrepulled}; !slices.Equal(missing, want) {
 		t.Errorf("conditions without a rule %q, want only %q (no series yet)", missing, want)
 	}
 }

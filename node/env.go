@@ -2,6 +2,7 @@ package node
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
@@ -63,6 +64,25 @@ func (a *Agent) multiEnv(rt contract.Runtime, cgroupVersion int) []EnvVar {
 		env = append(env, EnvVar{contract.EnvCgroupParent, JobsSlice})
 	}
 	return append(env, visible...)
+}
+
+// Devices are the agent's GPUs as its placement names them (what
+// contract.EnvGPUUUID or contract.EnvGPURenderNode holds, and so what a
+// run's facts report): its install-time identity, tagged by node install
+// (contract.GPUsTag).
+func (a *Agent) Devices(rt contract.Runtime) []string {
+	look := a.EnvLookup(rt, 0)
+	v, ok := look(contract.EnvGPUUUID)
+	if !ok {
+		v, _ = look(contract.EnvGPURenderNode)
+	}
+	var out []string
+	for _, id := range strings.Split(v, ",") {
+		if id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // EnvLookup is Env as the job would see it, for code that reads a

@@ -510,7 +510,10 @@ func TestStaleShapeAndMIGAgents(t *testing.T) {
 
 // TestRenderAgentTag: with a host name every agent carries the
 // kbgen-agent tag naming it as the agent names itself (%hostname-ID), so
-// serve can target it; a host name a tag cannot carry is refused.
+// serve can target it, and its identity (kbgen-node, kbgen-gpus: the
+// GPU UUIDs its placement passes), so serve's roster knows it from the
+// agent list before its first job; a host name a tag cannot carry is
+// refused.
 func TestRenderAgentTag(t *testing.T) {
 	t.Parallel()
 	p := planFixture(t, "h100x8", defaultOpts)
@@ -524,7 +527,7 @@ func TestRenderAgentTag(t *testing.T) {
 			cfg = string(f.Data)
 		}
 	}
-	if want := `tags="queue=nvidia-h100,gpu-index=3,kbgen-agent=gpu-node-7-gpu3"`; !strings.Contains(cfg, want) {
+	if want := `tags="queue=nvidia-h100,gpu-index=3,kbgen-agent=gpu-node-7-gpu3,kbgen-node=gpu-node-7,kbgen-gpus=GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003"`; !strings.Contains(cfg, want) {
 		t.Errorf("gpu3 config lacks %q:\n%s", want, cfg)
 	}
 	if _, err := Render(p, InstallOptions{Queue: "nvidia-h100", Hostname: "bad,queue=x"}); err == nil || !strings.Contains(err.Error(), "host name") {

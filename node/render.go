@@ -113,7 +113,10 @@ var templates = sync.OnceValue(func() *template.Template {
 // tmplData is what the templates see.
 type tmplData struct {
 	InstallOptions
-	AgentTag           string
+	AgentTag         string
+	NodeTag, GPUsTag string
+	// GPUs is the agent's GPUsTag value (its placement's devices).
+	GPUs               string
 	Agent              *Agent
 	Env                []EnvVar
 	HostCPUs           string
@@ -178,6 +181,8 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		JobCPUs:            p.JobCPUs(),
 		HostCPUsSpaced:     strings.ReplaceAll(p.HostCPUs, ",", " "),
 		AgentTag:           contract.AgentTag,
+		NodeTag:            contract.NodeTag,
+		GPUsTag:            contract.GPUsTag,
 	}
 	if opts.VerificationJWKS != nil {
 		d.VerificationJWKS = JWKSFile
@@ -242,6 +247,7 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 			ad.Queue = a.Queue
 		}
 		ad.Env = a.Env(p.Runtime, p.CgroupVersion)
+		ad.GPUs = contract.GPUsTagValue(a.Devices(p.Runtime))
 		if opts.AllowGPUReset {
 			ad.Env = append(ad.Env, EnvVar{Name: contract.EnvGPUReset, Value: "1"})
 		}

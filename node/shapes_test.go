@@ -94,7 +94,7 @@ func TestShapeAgentPlacement(t *testing.T) {
 	if idx, _ := look(contract.EnvGPUIndex); idx != "0,1,2,3,4,5,6,7" {
 		t.Errorf("%s = %q", contract.EnvGPUIndex, idx)
 	}
-	files, err := Render(p, InstallOptions{Queue: "nvidia-h100"})
+	files, err := Render(p, InstallOptions{Queue: "nvidia-h100", Hostname: "gpu-node-7"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +103,11 @@ func TestShapeAgentPlacement(t *testing.T) {
 		case "/etc/buildkite-agent/kbgen/gpux8-0/buildkite-agent.cfg":
 			if !strings.Contains(string(f.Data), `tags="queue=nvidia-h100x8,`) {
 				t.Errorf("the shape agent's config is not on its queue:\n%s", f.Data)
+			}
+			// Its identity tag names its eight GPUs, joined so that the
+			// tag list's commas do not split them.
+			if want := "," + contract.GPUsTag + "=" + strings.ReplaceAll(uuids, ",", contract.GPUsTagSep) + `"`; !strings.Contains(string(f.Data), want) {
+				t.Errorf("the shape agent's config lacks %s:\n%s", want, f.Data)
 			}
 		case "/etc/buildkite-agent/kbgen/gpu3/buildkite-agent.cfg":
 			if !strings.Contains(string(f.Data), `tags="queue=nvidia-h100,`) {

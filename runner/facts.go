@@ -9,6 +9,7 @@ import (
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	"github.com/gpu-mode/kbgen/internal/bkagent"
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 	"github.com/gpu-mode/kbgen/noise"
 )
 
@@ -19,7 +20,7 @@ import (
 // the result: the caller logs it.
 func publishFacts(ctx context.Context, agent *bkagent.Agent, lookup contract.Lookup, rec *noise.Record) error {
 	name, _ := os.Hostname()
-	f := hostfacts.Gather(hostfacts.Host{Lookup: lookup, Proc: os.DirFS("/proc"), Name: name}, rec)
+	f := hostfacts.Gather(hostfacts.Host{Lookup: lookup, Proc: os.DirFS("/proc"), Name: name, PowerLimits: powerLimits(ctx, lookup)}, rec)
 	job, _ := lookup(contract.EnvJobID)
 	if job == "" {
 		return nil // not a Buildkite job: no build to set meta-data on
@@ -32,4 +33,19 @@ func publishFacts(ctx context.Context, agent *bkagent.Agent, lookup contract.Loo
 		return fmt.Errorf("setting meta-data %s: %w", runfacts.Key(f.Attempt), err)
 	}
 	return nil
+}
+
+// powerLimits asks nvidia-smi for the GPUs' power limits on an NVIDIA
+// agent (its placement names GPU UUIDs); nil elsewhere, or when
+// nvidia-smi does not answer within the probe's timeout (the facts then
+// carry no power limit).
+func powerLimits(ctx context.Context, lookup contract.Lookup) []byte {
+	if v, _ := lookup(contract.EnvGPUUUID); v == "" {
+		return nil
+	}
+	out, err := probeOutput(ctx, os.Environ(), append([]string{"nvidia-smi"}, nvsmi.PowerLimitArgs...)...)
+	if err != nil {
+		return nil
+	}
+	return out
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/fleet/roster"
+	"github.com/gpu-mode/kbgen/fleet/runfacts"
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // The roster's side of the service: the agents seen, lost and
@@ -33,6 +35,7 @@ func (s *Service) Roster() *roster.Roster { return s.roster }
 // changes there.
 func (s *Service) initRoster() {
 	s.roster = roster.New()
+	s.roster.OnChange = s.agentInfo
 	if s.cfg.Store == nil {
 		return
 	}
@@ -42,9 +45,13 @@ func (s *Service) initRoster() {
 		s.logf("store: roster not restored: %v", err)
 	} else {
 		s.roster.Load(agents)
+		for _, a := range agents {
+			s.agentInfo(a)
+		}
 	}
 	s.agentq = make(chan roster.Agent, storeQueue)
 	s.roster.OnChange = func(a roster.Agent) {
+		s.agentInfo(a)
 		select {
 		case s.agentq <- a:
 		default:
@@ -53,12 +60,22 @@ func (s *Service) initRoster() {
 	}
 }
 
+// agentInfo gives kbgen_agent_info what the roster knows of an agent (its
+// node and GPUs from its latest facts, else from node install's tags), so
+// an agent that has not run a job since the start (installed, or known
+// before a restart) has its series too.
+func (s *Service) agentInfo(a roster.Agent) {
+	s.metrics.AgentInfo(runfacts.Facts{Agent: a.Name, Queue: a.Queue, Node: a.Node, GPUUUIDs: a.GPUUUIDs, GPUModel: a.GPUModel,
+		Driver: a.Driver, KbgenVersion: a.KbgenVersion})
+}
+
 // rosterSeen takes a fresh queue view into the roster.
 func (s *Service) rosterSeen(qs []client.QueueStatus, at time.Time) {
 	var seen []roster.Seen
 	for _, q := range qs {
 		for _, a := range q.Agents {
-			seen = append(seen, roster.Seen{Name: a.Name, Queue: q.Queue, Busy: a.Busy, Paused: a.Paused})
+			seen = append(seen, roster.Seen{Name: a.Name, Queue: q.Queue, Busy: a.Busy, Paused: a.Paused,
+				Node: a.Tags[contract.NodeTag], GPUs: contract.GPUsFromTag(a.Tags[contract.GPUsTag])})
 		}
 	}
 	s.roster.Connected(seen, at)

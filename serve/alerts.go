@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpu-mode/kbgen/fleet/alert"
+	"github.com/gpu-mode/kbgen/fleet/canary"
 	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	"github.com/gpu-mode/kbgen/fleet/metrics"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
@@ -58,14 +59,15 @@ func (s *Service) canarySource() alert.CanarySource {
 // canaryAlerts is the canaries as the alerts' CanarySource.
 type canaryAlerts struct{ s *Service }
 
-// Canaries is every judged agent's drift (the last canary's change while
-// the canary rule says it drifts, else 0) and offset from its peers;
-// known once the canaries are on.
+// Canaries is every judged agent's verdicts as the canary rule gave them
+// (drifting; off its peers by at least --canary-floor) with the drift
+// (the last canary's change while drifting, else 0) and offset for the
+// message; known once the canaries are on.
 func (c canaryAlerts) Canaries(time.Time) ([]alert.Canary, bool) {
 	sts, known := c.s.CanaryStatuses()
 	out := make([]alert.Canary, 0, len(sts))
 	for _, st := range sts {
-		out = append(out, alert.Canary{Queue: st.Queue, Agent: st.Agent, Drift: st.Drift, Offset: st.Offset})
+		out = append(out, alert.Canary{Queue: st.Queue, Agent: st.Agent, Drifting: st.State == canary.Drift, Off: st.Off, Drift: st.Drift, Offset: st.Offset})
 	}
 	return out, known
 }

@@ -68,7 +68,6 @@ type canaries struct {
 }
 
 func (s *Service) initCanary() {
-	s.verifs = &verifications{byRun: map[string]*verification{}} // verify.go: it reads the canaries' fingerprints
 	s.canary = &canaries{points: map[string][]canary.Point{}, last: map[string]time.Time{}, open: map[string]string{},
 		rerun: map[string]bool{}, flagged: map[string]bool{}, changes: map[string]changeCache{}}
 	if s.cfg.Store == nil {
@@ -297,7 +296,7 @@ func (s *Service) Canaries() CanaryReport {
 		as = append(as, a)
 		rep.Agents = append(rep.Agents, CanaryAgent{Assessment: a, Points: pts, ChangePoints: s.changePoints(a.Agent, pts)})
 	}
-	rep.Offsets = canary.Offsets(as)
+	rep.Offsets = canary.Offsets(as, s.cfg.Canary.Options)
 	return rep
 }
 
@@ -379,6 +378,8 @@ type CanaryStatus struct {
 	Queue, Agent  string
 	State         canary.State
 	Drift, Offset float64
+	// Off is the canary rule's offset verdict (canary.Offset.Off).
+	Off bool
 }
 
 // CanaryStatuses is every agent's canary state; known is false while
@@ -393,16 +394,16 @@ func (s *Service) CanaryStatuses() (out []CanaryStatus, known bool) {
 			as = append(as, a)
 		}
 	}
-	offsets := map[string]float64{}
-	for _, o := range canary.Offsets(as) {
-		offsets[o.Agent] = o.Change
+	offsets := map[string]canary.Offset{}
+	for _, o := range canary.Offsets(as, s.cfg.Canary.Options) {
+		offsets[o.Agent] = o
 	}
 	queues := map[string]string{}
 	for _, a := range s.roster.List() {
 		queues[a.Name] = a.Queue
 	}
 	for _, a := range as {
-		st := CanaryStatus{Queue: queues[a.Agent], Agent: a.Agent, State: a.State, Offset: offsets[a.Agent]}
+		st := CanaryStatus{Queue: queues[a.Agent], Agent: a.Agent, State: a.State, Offset: offsets[a.Agent].Change, Off: offsets[a.Agent].Off}
 		if a.State == canary.Drift {
 			st.Drift = a.Scored[len(a.Scored)-1].Change
 		}
@@ -418,7 +419,7 @@ func (s *Service) canaryMetrics() []metrics.Canary {
 	var out []metrics.Canary
 	for _, st := range sts {
 		if st.State != canary.Baselining {
-			out = append(out, metrics.Canary{Agent: st.Agent, Queue: st.Queue, Drifting: st.State == canary.Drift, Offset: st.Offset})
+			out = append(out, metrics.Canary{Agent: st.Agent, Queue: st.Queue, Drifting: st.State == canary.Drift, Off: st.Off, Offset: st.Offset})
 		}
 	}
 	return out
@@ -436,8 +437,13 @@ func (s *Service) dashboardCanaries() map[string]*dashboard.Canary {
 		return nil
 	}
 	out := map[string]*dashboard.Canary{}
-	for _, a := range s.Canaries().Agents {
-		c := &dashboard.Canary{State: string(a.State)}
+	rep := s.Canaries()
+	offsets := map[string]canary.Offset{}
+	for _, o := range rep.Offsets {
+		offsets[o.Agent] = o
+	}
+	for _, a := range rep.Agents {
+		c := &dashboard.Canary{State: string(a.State), Off: offsets[a.Agent].Off, Offset: offsets[a.Agent].Change}
 		if a.State != canary.Baselining {
 			c.Baseline = a.Baseline.Median
 		}

@@ -59,6 +59,7 @@ func (s *Service) initFleet() error {
 		s.metrics.RunDone(r.req.Queue, statusNames[st])
 		s.keepRun(r, st)
 		s.canaryDone(r, st)
+		s.verifyDone(r)
 	}
 	if s.cfg.Store != nil {
 		s.storeq = make(chan fleetstore.Run, storeQueue)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -193,6 +194,10 @@ func TestStoreKeepsRuns(t *testing.T) {
 	if l := again.svc.Roster().List(); len(l) != 1 || l[0].Name != "gpu-node-3-gpu0" {
 		t.Errorf("restored roster %+v", l)
 	}
+	// …and its info series before any run of the new service.
+	if _, scrape := again.do("GET", "/metrics", nil, testToken); !regexp.MustCompile(`(?m)^kbgen_agent_info\{agent="gpu-node-3-gpu0",.*node="gpu-node-3",queue="nvidia-h100"\} 1$`).Match(scrape) {
+		t.Errorf("the restarted service's scrape lacks gpu-node-3-gpu0's kbgen_agent_info")
+	}
 }
 
 // signedHook posts a webhook body signed as Buildkite signs them.
@@ -298,5 +303,35 @@ func TestRecoveredRunIsNoDetection(t *testing.T) {
 	}
 	if v, _ := sample(string(body), `kbgen_runs_total{outcome="obtained",queue="nvidia-h100"}`); v != 1 {
 		t.Errorf("the recovered run is not counted as a run (%g)", v)
+	}
+}
+
+// TestInstalledAgentInRoster: an agent `kbgen node install` registered
+// (its kbgen-agent, kbgen-node and kbgen-gpus tags in Buildkite's agent
+// list) is in the roster with its node and GPUs, on the dashboard under
+// its node, in kbgen_agent_info and in the queue's available runners
+// before it has run any job.
+func TestInstalledAgentInRoster(t *testing.T) {
+	r := newRig(t, rigOpts{view: testViewToken})
+	const uuid = "GPU-5a1c3333-4c1e-2f6a-9d0b-e3f1a2b40003"
+	r.fake.SetAgents([]fakebuildkite.AgentSpec{{Name: "gpu-node-7-gpu3", Queue: "nvidia-h100",
+		Tags: []string{contract.AgentTag + "=gpu-node-7-gpu3", contract.NodeTag + "=gpu-node-7", contract.GPUsTag + "=" + uuid}}})
+	resp, body := r.do("GET", "/v1/queues/nvidia-h100", nil, testToken)
+	var q QueueStatus
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &q) != nil || q.Idle != 1 {
+		t.Fatalf("queue status %d %s; want the installed agent idle (available_runners 1)", resp.StatusCode, body)
+	}
+	_, body = r.do("GET", "/v1/agents", nil, testViewToken)
+	var agents []roster.Agent
+	if err := json.Unmarshal(body, &agents); err != nil || len(agents) != 1 || agents[0].Node != "gpu-node-7" || !slices.Equal(agents[0].GPUUUIDs, []string{uuid}) || !agents[0].LastJob.IsZero() {
+		t.Fatalf("roster %s (%v); want gpu-node-7-gpu3 on gpu-node-7 with its GPU, no job", body, err)
+	}
+	_, page := r.do("GET", "/dashboard", nil, testViewToken)
+	if p := string(page); !strings.Contains(p, "<h3>gpu-node-7</h3>") || !strings.Contains(p, `data-agent="gpu-node-7-gpu3"`) {
+		t.Errorf("the dashboard does not list gpu-node-7-gpu3 under gpu-node-7:\n%s", p)
+	}
+	_, scrape := r.do("GET", "/metrics", nil, testViewToken)
+	if want := `kbgen_agent_info{agent="gpu-node-7-gpu3",driver="",gpu_model="",gpu_uuid="` + uuid + `",kbgen_version="",node="gpu-node-7",queue="nvidia-h100"}`; !strings.Contains(string(scrape), want+" 1\n") {
+		t.Errorf("scrape lacks %s", want)
 	}
 }

@@ -220,6 +220,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.initCanary()
+	s.initVerify()
 	return s, nil
 }
 

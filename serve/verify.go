@@ -1,13 +1,17 @@
 package serve
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gpu-mode/kbgen/client"
 	"github.com/gpu-mode/kbgen/fleet/canary"
@@ -28,18 +32,12 @@ type VerifyRequest struct {
 	Count int `json:"count,omitempty"`
 }
 
-// verification is one run's re-measurement under way or done.
-type verification struct {
-	orig   verify.Measurement
-	reruns []string // their run ids
-	agents []string
-	want   int
-	bound  float64
-}
-
+// verifications are the runs being (or done being) re-measured, by run
+// id; with a store each is kept there (fleet/store, migration 5) as it
+// starts and as each re-run finishes, and restored at start (initVerify).
 type verifications struct {
 	mu    sync.Mutex
-	byRun map[string]*verification
+	byRun map[string]*verify.Record
 }
 
 // ErrNotVerifiable is a run that cannot be re-measured (not done, no
@@ -63,11 +61,12 @@ func (s *Service) Verify(id string, count int) (verify.Report, error) {
 		return verify.Report{}, err
 	}
 	s.verifs.byRun[id] = v
+	s.keepVerification(*v)
 	return s.verifyReport(v), nil
 }
 
 // newVerification checks the run and submits its re-runs.
-func (s *Service) newVerification(r *Run, count int) (*verification, error) {
+func (s *Service) newVerification(r *Run, count int) (*verify.Record, error) {
 	if count == 0 {
 		count = verify.DefaultCount
 	}
@@ -79,14 +78,14 @@ func (s *Service) newVerification(r *Run, count int) (*verification, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotVerifiable, err)
 	}
-	v := &verification{orig: orig, agents: agents, want: count, bound: s.noiseBound(r.req.Queue)}
+	v := &verify.Record{RunID: r.ID, Queue: r.req.Queue, StartedAt: s.cfg.Now(), Original: orig, Want: count, Bound: s.noiseBound(r.req.Queue)}
 	for i, agent := range agents {
 		req := RunRequest{RunID: verifyRunID(r.ID, i, s.cfg.Now().UnixMilli()), Queue: r.req.Queue, Payload: r.req.Payload,
 			Image: r.req.Image, BootstrapQueue: r.req.BootstrapQueue, Branch: r.req.Branch, Commit: r.req.Commit, Agent: agent}
 		if _, _, err := s.Submit(req); err != nil {
 			return nil, fmt.Errorf("re-run on %s: %w", agent, err)
 		}
-		v.reruns = append(v.reruns, req.RunID)
+		v.Reruns = append(v.Reruns, verify.Measurement{RunID: req.RunID, Agent: agent})
 	}
 	s.logf("run %s: re-measuring on %s", r.ID, strings.Join(agents, ", "))
 	return v, nil
@@ -171,16 +170,96 @@ func (s *Service) noiseBound(queue string) float64 {
 	return verify.Bound(p)
 }
 
-// verifyReport judges v now.
-func (s *Service) verifyReport(v *verification) verify.Report {
-	ms := make([]verify.Measurement, len(v.reruns))
-	for i, id := range v.reruns {
-		ms[i] = verify.Measurement{RunID: id, Agent: v.agents[i], Error: "the re-run is no longer held by the service", Done: true}
-		if r := s.runs.get(id); r != nil {
-			ms[i] = s.measure(r)
+// verifyReport judges v now; s.verifs.mu is held. A re-run that is done
+// is written into v (and kept) once, so the report stays the same after
+// the re-run leaves the service (--keep-done) or the service restarts.
+func (s *Service) verifyReport(v *verify.Record) verify.Report {
+	changed := false
+	rep := v.Report(func(m verify.Measurement) verify.Measurement {
+		r := s.runs.get(m.RunID)
+		if r == nil && !s.scanned() {
+			return m // the startup scan may still adopt it: running
 		}
+		if r == nil {
+			m.Error, m.Done = "the re-run is no longer held by the service (not found on Buildkite after a restart)", true
+			return m
+		}
+		now := s.measure(r)
+		if now.Done {
+			now.Agent = cmp.Or(now.Agent, m.Agent)
+			changed = true
+		}
+		return now
+	})
+	if changed {
+		copy(v.Reruns, rep.Reruns)
+		s.keepVerification(*v)
 	}
-	return verify.Judge(v.orig, ms, v.want, v.bound)
+	return rep
+}
+
+// scanned is whether the startup scan has found the service's builds
+// (s.ready closed).
+func (s *Service) scanned() bool {
+	select {
+	case <-s.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// keepVerification writes v to the store (none: nothing kept). It runs
+// under s.verifs.mu, so the writes of one verification keep their order
+// (a later state never lost under an earlier one); they are rare: a
+// verification's start and each re-run's end.
+func (s *Service) keepVerification(v verify.Record) {
+	if s.cfg.Store == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.PutVerification(ctx, v); err != nil {
+		s.logf("store: verification of %s not kept: %v", v.RunID, err)
+	}
+}
+
+// initVerify restores the verifications the store kept (within its
+// retention; run by New, before the startup scan adopts their re-runs).
+func (s *Service) initVerify() {
+	s.verifs = &verifications{byRun: map[string]*verify.Record{}}
+	if s.cfg.Store == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recs, err := s.cfg.Store.Verifications(ctx, time.Time{})
+	if err != nil {
+		s.logf("store: verifications not restored: %v", err)
+		return
+	}
+	for i := range recs {
+		s.verifs.byRun[recs[i].RunID] = &recs[i]
+	}
+}
+
+// verifyDone measures a finished re-run into its verification, so that
+// it is kept even if no client asks until after a restart; r.mu is held
+// (Run.finish), so the work is done outside.
+func (s *Service) verifyDone(r *Run) {
+	if !strings.Contains(r.ID, ".verify") {
+		return
+	}
+	go func() {
+		s.verifs.mu.Lock()
+		defer s.verifs.mu.Unlock()
+		for _, v := range s.verifs.byRun {
+			if slices.ContainsFunc(v.Reruns, func(m verify.Measurement) bool { return m.RunID == r.ID && !m.Done }) {
+				s.verifyReport(v)
+				return
+			}
+		}
+	}()
 }
 
 // VerifyReport is run id's verification as it stands; false when none

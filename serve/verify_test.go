@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/fleet/verify"
 	"github.com/gpu-mode/kbgen/internal/contract"
 )
@@ -148,5 +151,57 @@ func TestRemoteVerify(t *testing.T) {
 	var refused *RefusedError
 	if _, err := rem.Verify(ctx, "none", 1, time.Millisecond); !errors.As(err, &refused) || refused.Status != http.StatusConflict {
 		t.Errorf("Verify of no run: %v, want a 409 refusal", err)
+	}
+}
+
+// TestVerifyRestart: a verification survives a restart of kbgen serve on
+// the same store: one killed while its re-runs run, and one done, read
+// the same report (and a POST again starts nothing new) from the
+// restarted service.
+func TestVerifyRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		slow time.Duration // the re-runs' added run time
+		mid  bool          // restart before the re-runs finish
+	}{
+		{name: "after the verdict"},
+		{name: "while the re-runs run", slow: 1500 * time.Millisecond, mid: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := fleetstore.Open(context.Background(), fleetstore.Options{Path: filepath.Join(t.TempDir(), "s.db"), Service: "kbgen"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			f := &canaryFleet{scores: map[string][]float64{untargeted: {1000}, "node1-gpu0": {1010}, "node2-gpu0": {995}}, served: map[string]int{}, slow: tc.slow}
+			r := newCanaryRigWith(t, f, rigOpts{store: st})
+			if resp, body := r.verifyRun("rec1", 2); resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("POST verify: %d %s", resp.StatusCode, body)
+			}
+			var before verify.Report
+			if tc.mid {
+				waitFor(t, "the re-runs' builds", func() bool { return r.fake.CountRequests("POST", "/builds") == 3 })
+				waitFor(t, "the verification kept", func() bool { recs, _ := st.Verifications(context.Background(), time.Time{}); return len(recs) == 1 })
+			} else {
+				before = r.awaitVerify("rec1")
+				waitFor(t, "the re-runs kept", func() bool {
+					recs, _ := st.Verifications(context.Background(), time.Time{})
+					return len(recs) == 1 && !recs[0].Pending()
+				})
+			}
+			r.stop()
+			again := newRig(t, rigOpts{fake: r.fake, store: st})
+			after := again.awaitVerify("rec1")
+			if after.Verdict != verify.Confirmed || len(after.Reruns) != 2 || abs(after.Spread-15.0/1000) > 1e-9 {
+				t.Errorf("after the restart: %+v; want confirmed by both re-runs, spread 1.5 %%", after)
+			}
+			if !tc.mid && !reflect.DeepEqual(before, after) {
+				t.Errorf("the report changed across the restart:\n before %+v\n after  %+v", before, after)
+			}
+			builds := again.fake.CountRequests("POST", "/builds")
+			if resp, _ := again.do("POST", "/v1/runs/rec1/verify", VerifyRequest{Count: 2}, testToken); resp.StatusCode != http.StatusAccepted || again.fake.CountRequests("POST", "/builds") != builds {
+				t.Errorf("a POST after the restart: %d, builds %d → %d; want the kept verification", resp.StatusCode, builds, again.fake.CountRequests("POST", "/builds"))
+			}
+		})
 	}
 }

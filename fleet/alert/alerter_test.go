@@ -372,7 +372,7 @@ func (f fixedCanaries) Canaries(time.Time) ([]Canary, bool) { return f.latest, f
 // with none wired, or a source that knows nothing yet, it says nothing.
 func TestCanarySource(t *testing.T) {
 	t.Parallel()
-	drifting := []Canary{{Queue: "nvidia-h100", Agent: "gpu-node-1-gpu0", Drift: 0.08}}
+	drifting := []Canary{{Queue: "nvidia-h100", Agent: "gpu-node-1-gpu0", Drifting: true, Drift: 0.08}}
 	for _, tc := range []struct {
 		name   string
 		source CanarySource
@@ -380,8 +380,8 @@ func TestCanarySource(t *testing.T) {
 	}{
 		{"none wired", nil, 0},
 		{"nothing known yet", fixedCanaries{drifting, false}, 0},
-		{"drift over the bound", fixedCanaries{drifting, true}, 1},
-		{"drift within the bound", fixedCanaries{[]Canary{{Queue: "nvidia-h100", Agent: "a", Drift: 0.01, Offset: -0.02}}, true}, 0},
+		{"the canary rule says drift", fixedCanaries{drifting, true}, 1},
+		{"the canary rule says ok", fixedCanaries{[]Canary{{Queue: "nvidia-h100", Agent: "a", Drift: 0.01, Offset: -0.02}}, true}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -2,7 +2,7 @@ package alert
 
 import (
 	"fmt"
-	"math"
+	"strings"
 	"time"
 
 	"github.com/gpu-mode/kbgen/internal/version"
@@ -30,8 +30,6 @@ var Conditions = []string{QueueNoAgents, AgentLost, CanaryDrift, AgentNoisy, Age
 // condition must hold before its alarm fires, Prometheus' "for").
 type Rules struct {
 	For map[string]time.Duration
-	// CanaryBound is the largest |drift| or |offset| that is not an alarm.
-	CanaryBound float64
 	// NoisyShare is the share of an agent's runs that may be noisy, over
 	// at least MinRuns runs; Faults the exits 75 an agent may have.
 	NoisyShare float64
@@ -50,7 +48,7 @@ func DefaultRules() Rules {
 			AgentNoisy: 15 * time.Minute, AgentFaulting: 0, VersionSkew: 30 * time.Minute,
 			ImageNotPrepulled: 15 * time.Minute, QueueWaitHigh: 15 * time.Minute, BudgetExhausted: 5 * time.Minute,
 		},
-		CanaryBound: 0.05, NoisyShare: 0.5, MinRuns: 4, Faults: 2, WaitP95: 10 * time.Minute,
+		NoisyShare: 0.5, MinRuns: 4, Faults: 2, WaitP95: 10 * time.Minute,
 	}
 }
 
@@ -98,11 +96,23 @@ func agentLost(f Facts, _ Rules) (out []Finding, _ bool) {
 
 func canaryDrift(f Facts, r Rules) (out []Finding, _ bool) {
 	for _, c := range f.Canaries {
-		if math.Abs(c.Drift) > r.CanaryBound || math.Abs(c.Offset) > r.CanaryBound {
-			out = append(out, find(CanaryDrift, fmt.Sprintf("canary on agent %s of queue %s: drift %+.1f%%, offset %+.1f%% (bound %.1f%%)", c.Agent, c.Queue, 100*c.Drift, 100*c.Offset, 100*r.CanaryBound), "queue", c.Queue, "agent", c.Agent))
+		if c.Drifting || c.Off {
+			out = append(out, find(CanaryDrift, fmt.Sprintf("canary on agent %s of queue %s: %s", c.Agent, c.Queue, canaryWhy(c)), "queue", c.Queue, "agent", c.Agent))
 		}
 	}
 	return out, f.CanariesKnown
+}
+
+// canaryWhy says which verdict holds.
+func canaryWhy(c Canary) string {
+	var why []string
+	if c.Drifting {
+		why = append(why, fmt.Sprintf("drifts %+.1f%% against its baseline", 100*c.Drift))
+	}
+	if c.Off {
+		why = append(why, fmt.Sprintf("%+.1f%% off its hardware's other agents", 100*c.Offset))
+	}
+	return strings.Join(why, ", ")
 }
 
 func agentNoisy(f Facts, r Rules) (out []Finding, _ bool) {

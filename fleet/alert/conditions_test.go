@@ -31,7 +31,10 @@ func TestConditions(t *testing.T) {
 		{"one release built twice is no skew", Facts{RunsKnown: true, Generator: "kbgen v1.2.0 (abc, 2026-11-27; go1.26, linux/amd64)", Agents: []Agent{agent("a", 1, 0, 0, "kbgen v1.2.0 (abc, 2026-11-27; go1.26, linux/arm64)"), agent("b", 1, 0, 0, "kbgen v1.1.0 (def, 2026-11-01; go1.26, linux/amd64)"), agent("c", 1, 0, 0, "kbgen dev (unknown commit, unknown date; go1.26, linux/amd64)")}},
 			[]string{"version_skew{kbgen_version=v1.1.0 node=node-b queue=nvidia-h100}"}},
 		{"a dev generator compares nothing", Facts{RunsKnown: true, Generator: "kbgen dev (unknown commit, unknown date; go1.26, linux/amd64)", Agents: []Agent{agent("a", 1, 0, 0, "v1.1.0")}}, nil},
-		{"canary drift or offset", Facts{CanariesKnown: true, Canaries: []Canary{{Queue: "q", Agent: "a", Drift: 0.06}, {Queue: "q", Agent: "b", Offset: -0.07}, {Queue: "q", Agent: "c", Drift: 0.05, Offset: -0.05}}},
+		// The canary rule's verdicts, not a bound of the alerts' own: a
+		// 3 % drift the rule calls drift fires, a 9 % offset within a
+		// wider --canary-floor (Off false) does not.
+		{"canary drift or offset", Facts{CanariesKnown: true, Canaries: []Canary{{Queue: "q", Agent: "a", Drifting: true, Drift: 0.03}, {Queue: "q", Agent: "b", Off: true, Offset: -0.025}, {Queue: "q", Agent: "c", Drift: 0, Offset: -0.09}}},
 			[]string{"canary_drift{agent=a queue=q}", "canary_drift{agent=b queue=q}"}},
 		{"image not pulled", Facts{ImagesKnown: true, Images: []Image{{Node: "n1", Queue: "q", Image: "ghcr.io/x/y@sha256:ab", Pulled: false}, {Node: "n2", Queue: "q", Image: "i", Pulled: true}}},
 			[]string{"image_not_prepulled{image=ghcr.io/x/y@sha256:ab node=n1 queue=q}"}},
@@ -46,7 +49,7 @@ func TestConditions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := NewEvaluator(Rules{For: map[string]time.Duration{}, CanaryBound: 0.05, NoisyShare: 0.5, MinRuns: 4, Faults: 2, WaitP95: 10 * time.Minute}, nil, nil)
+			e := NewEvaluator(Rules{For: map[string]time.Duration{}, NoisyShare: 0.5, MinRuns: 4, Faults: 2, WaitP95: 10 * time.Minute}, nil, nil)
 			var got []string
 			for _, tr := range e.Evaluate(t0, tc.f) {
 				var l []string

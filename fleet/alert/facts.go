@@ -66,11 +66,16 @@ type Budget struct {
 	UserRemaining []int
 }
 
-// Canary is one canary kernel's measurement on an agent: Drift is its
-// time's relative change against the agent's own baseline, Offset its
-// relative distance from the queue's median agent (0.05 is 5%).
+// Canary is the canary rule's verdict on an agent (fleet/canary): Drifting
+// while its canaries drift against its own baseline, Off while its
+// median is at least the canary floor away from its fingerprint's peers.
+// Drift (the last canary's change while drifting) and Offset (against
+// the peers; 0.05 is 5 %) are for the message only: the alarm follows the
+// verdicts, so it never disagrees with the canary rule, the dashboard or
+// kbgen_canary_drifting.
 type Canary struct {
 	Queue, Agent  string
+	Drifting, Off bool
 	Drift, Offset float64
 }
 

@@ -64,7 +64,7 @@ func PointFrom(runID string, res *payload.FullResult, facts []runfacts.Facts, at
 	if res != nil {
 		cpu = runfacts.Text(res.System.CPU, 128)
 	}
-	p.Context = Context{Driver: f.Driver, ImageDigest: f.ImageDigest, KbgenVersion: f.KbgenVersion, CPUModel: cpu}
+	p.Context = Context{Driver: f.Driver, ImageDigest: f.ImageDigest, KbgenVersion: f.KbgenVersion, CPUModel: cpu, PowerLimit: f.PowerLimit}
 	p.Fingerprint = Fingerprint(f.GPUModel, cpu)
 	score, err := Score(res)
 	if err != nil && !p.Noisy {

@@ -68,14 +68,14 @@ func TestPointFrom(t *testing.T) {
 	res := result("benchmark", map[string]string{"benchmark-count": "1", "benchmark.0.mean": "1500"})
 	facts := []runfacts.Facts{
 		{Agent: "first-try", Noise: "clean"},
-		{Agent: "node1-gpu0", GPUModel: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", ImageDigest: "sha256:ab", KbgenVersion: "v1.2.0", Noise: "clean"},
+		{Agent: "node1-gpu0", GPUModel: "NVIDIA H100 80GB HBM3", Driver: "550.54.15", ImageDigest: "sha256:ab", KbgenVersion: "v1.2.0", Noise: "clean", PowerLimit: "700 W"},
 	}
 	p, err := PointFrom("kbgen-canary-node1-gpu0-1", res, facts, at)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Point{Agent: "node1-gpu0", RunID: "kbgen-canary-node1-gpu0-1", At: at, Score: 1500,
-		Context:     Context{Driver: "550.54.15", ImageDigest: "sha256:ab", KbgenVersion: "v1.2.0", CPUModel: "AMD EPYC 9654"},
+		Context:     Context{Driver: "550.54.15", ImageDigest: "sha256:ab", KbgenVersion: "v1.2.0", CPUModel: "AMD EPYC 9654", PowerLimit: "700 W"},
 		Fingerprint: "NVIDIA H100 80GB HBM3 / AMD EPYC 9654"}
 	if p != want {
 		t.Errorf("PointFrom =\n%+v\nwant\n%+v", p, want)

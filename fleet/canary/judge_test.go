@@ -9,6 +9,8 @@ import (
 var (
 	ctxA = Context{Driver: "550.54", ImageDigest: "sha256:aa", KbgenVersion: "v1", CPUModel: "EPYC", PowerLimit: "700 W"}
 	ctxB = Context{Driver: "560.10", ImageDigest: "sha256:aa", KbgenVersion: "v1", CPUModel: "EPYC", PowerLimit: "700 W"}
+	// ctxP is ctxA with the power limit lowered (nvidia-smi -pl 500).
+	ctxP = Context{Driver: "550.54", ImageDigest: "sha256:aa", KbgenVersion: "v1", CPUModel: "EPYC", PowerLimit: "500 W"}
 )
 
 // quietBase is eight quiet scores around 10 ms: median 10, MAD 0.1·1.4826.
@@ -58,6 +60,7 @@ func TestJudge(t *testing.T) {
 		// eighth, and only the last is scored.
 		{name: "noisy points do not fill the baseline", points: pts(ctxA, cat(quietBase[:7], []float64{-12, 10.7, 10.7})...), state: OK, streak: 1, rerun: 1, baseMedian: 10.05},
 		{name: "a context change starts a new baseline", points: append(pts(ctxA, quietBase...), pts(ctxB, 11, 11.1, 10.9)...), state: Baselining},
+		{name: "a power limit change starts a new baseline, not drift", points: append(pts(ctxA, quietBase...), pts(ctxP, 12, 12.1)...), state: Baselining},
 		{name: "the new context's own baseline", points: append(pts(ctxA, quietBase...), pts(ctxB, 11, 11.1, 10.9, 11, 11.2, 10.8, 11.1, 10.9, 11, 11)...), state: OK, baseMedian: 11},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,12 +117,23 @@ func TestOffsets(t *testing.T) {
 		{Agent: "c", Fingerprint: "H100", State: Drift, Median: 11},
 		{Agent: "d", Fingerprint: "MI300X", State: OK, Median: 7},
 		{Agent: "e", Fingerprint: "H100", State: Baselining, Median: 50},
+		{Agent: "f", Fingerprint: "H100", State: OK, Median: 10.1},
+		{Agent: "g", Fingerprint: "H100", State: OK, Median: 10},
+		{Agent: "h", Fingerprint: "B200", State: OK, Median: 10},
+		{Agent: "i", Fingerprint: "B200", State: OK, Median: 11},
 	}
-	got := Offsets(as)
+	got := Offsets(as, Options{})
 	want := map[string]Offset{
-		"a": {Agent: "a", Fingerprint: "H100", Median: 10, PeerMedian: 10, Change: 0, Peers: 3},
-		"b": {Agent: "b", Fingerprint: "H100", Median: 10, PeerMedian: 10, Change: 0, Peers: 3},
-		"c": {Agent: "c", Fingerprint: "H100", Median: 11, PeerMedian: 10, Change: 0.1, Peers: 3},
+		"a": {Agent: "a", Fingerprint: "H100", Median: 10, PeerMedian: 10, Change: 0, Peers: 5},
+		"b": {Agent: "b", Fingerprint: "H100", Median: 10, PeerMedian: 10, Change: 0, Peers: 5},
+		"c": {Agent: "c", Fingerprint: "H100", Median: 11, PeerMedian: 10, Change: 0.1, Peers: 5, Off: true},
+		// 1 % off: within the default 2 % floor, not a verdict.
+		"f": {Agent: "f", Fingerprint: "H100", Median: 10.1, PeerMedian: 10, Change: 0.01, Peers: 5},
+		"g": {Agent: "g", Fingerprint: "H100", Median: 10, PeerMedian: 10, Change: 0, Peers: 5},
+		// Two agents 10 % apart: each is 4.8 % off their median, but which
+		// one is slow is not known: no verdict.
+		"h": {Agent: "h", Fingerprint: "B200", Median: 10, PeerMedian: 10.5, Change: -0.5 / 10.5, Peers: 2},
+		"i": {Agent: "i", Fingerprint: "B200", Median: 11, PeerMedian: 10.5, Change: 0.5 / 10.5, Peers: 2},
 		"d": {Agent: "d", Fingerprint: "MI300X", Median: 7, PeerMedian: 7, Change: 0, Peers: 1},
 	}
 	if len(got) != len(want) {
@@ -133,6 +147,12 @@ func TestOffsets(t *testing.T) {
 		o.Change = w.Change
 		if o != w {
 			t.Errorf("%s: %+v, want %+v", o.Agent, o, w)
+		}
+	}
+	// A floor of 20 % judges c's 10 % no offset.
+	for _, o := range Offsets(as, Options{Floor: 0.2}) {
+		if o.Off {
+			t.Errorf("floor 20 %%: %s judged off at %v", o.Agent, o.Change)
 		}
 	}
 }

@@ -26,7 +26,7 @@ func testPage(s Scope) Page {
 		Queues: []Queue{{Name: "nvidia-h100", Scheduled: 3, Running: 2, WaitP50: 4 * time.Second, WaitP95: 90 * time.Second, Waits: 20, Agents: 4, Idle: 1, Busy: 2, Lost: 1, OldestScheduled: 2 * time.Minute}},
 		Nodes: []Node{{Name: "gpu-node-3", Agents: []Agent{
 			{Name: "gpu-node-3-gpu0", Queue: "nvidia-h100", GPU: "NVIDIA H100 80GB HBM3", State: "busy", LastJob: t0.Add(-time.Minute), Runs: 10, NoisyRate: 0.1, FaultRate: 0.2,
-				Canary: &Canary{State: "drift", Scores: []float64{1000, 1002, 998, 1001, 999, 1000, 1003, 997, 1100, 1101}, Baseline: 1000, Changes: []int{8}}},
+				Canary: &Canary{State: "drift", Scores: []float64{1000, 1002, 998, 1001, 999, 1000, 1003, 997, 1100, 1101}, Baseline: 1000, Changes: []int{8}, Off: true, Offset: -0.034}},
 			{Name: "gpu-node-3-gpu1", Queue: "nvidia-h100", GPU: "NVIDIA H100 80GB HBM3", State: "lost", Note: "Buildkite webhook agent.lost"}}}},
 		InFlight:  []Run{{ID: "run-<b>7</b>", Queue: "nvidia-h100", State: "running", Build: 42, URL: "https://buildkite.com/o/p/builds/42", Age: 30 * time.Second}},
 		AlertsOff: "alerting is not set up",
@@ -160,7 +160,9 @@ func TestRenderedInChromium(t *testing.T) {
 	}{
 		{"all", Scope{Name: "all"}, []string{`data-queue="nvidia-h100"`, `<td class="n">3</td>`, `wait p95`, `1m30s`, `data-agent="gpu-node-3-gpu1"`, `class="lost"`, `Buildkite webhook agent.lost`, `run-&lt;b&gt;7&lt;/b&gt;`, `id="budget"`, `25 / 100`, `not known yet`, `alerting is not set up`,
 			// gpu0's canaries: a sparkline of its 10 points, the baseline, the change at the 9th; gpu1 has none.
-			`<svg class="spark" width="120" height="24" role="img" aria-label="10 canaries; change points: 1">`, `<line class="baseline"`, `<line class="change" x1="105.1"`, `<span class="drift">drift</span>`},
+			`<svg class="spark" width="120" height="24" role="img" aria-label="10 canaries; change points: 1">`, `<line class="baseline"`, `<line class="change" x1="105.1"`, `<span class="drift">drift</span>`,
+			// …and its offset verdict, as the canary_drift alarm gives it.
+			`<span class="drift">offset -3.4 %</span>`},
 			[]string{"<script", "<b>7</b>"}},
 		{"vendor", Scope{Name: "amd", Queues: []string{"amd-mi300"}}, []string{`kbgen fleet · amd`}, []string{`id="budget"`, "<script"}},
 	} {

@@ -114,7 +114,8 @@ var funcs = template.FuncMap{
 		}
 		return now.Sub(t).Round(time.Second).String() + " ago"
 	},
-	"pct": func(f float64) string { return fmt.Sprintf("%.0f %%", 100*f) },
+	"pct":       func(f float64) string { return fmt.Sprintf("%.0f %%", 100*f) },
+	"signedpct": func(f float64) string { return fmt.Sprintf("%+.1f %%", 100*f) },
 	"left": func(n int) string {
 		if n < 0 {
 			return "not known yet"
@@ -157,7 +158,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <h2>Agents by node</h2>
 {{range .Nodes}}<h3>{{.Name}}</h3>
 <table class="agents"><tr><th>agent</th><th>queue</th><th>GPU</th><th>state</th><th>last job</th><th class="n">runs</th><th class="n">noisy</th><th class="n">faults</th><th>canary</th><th>note</th></tr>
-{{range .Agents}}<tr data-agent="{{.Name}}"><td>{{.Name}}</td><td>{{.Queue}}</td><td>{{.GPU}}</td><td class="{{lower .State}}">{{.State}}</td><td>{{ago .LastJob $.AsOf}}</td><td class="n">{{.Runs}}</td><td class="n">{{pct .NoisyRate}}</td><td class="n">{{pct .FaultRate}}</td><td class="canary">{{with .Canary}}{{spark .}} <span class="{{lower .State}}">{{.State}}</span>{{else}}<span class="muted">—</span>{{end}}</td><td>{{.Note}}</td></tr>
+{{range .Agents}}<tr data-agent="{{.Name}}"><td>{{.Name}}</td><td>{{.Queue}}</td><td>{{.GPU}}</td><td class="{{lower .State}}">{{.State}}</td><td>{{ago .LastJob $.AsOf}}</td><td class="n">{{.Runs}}</td><td class="n">{{pct .NoisyRate}}</td><td class="n">{{pct .FaultRate}}</td><td class="canary">{{with .Canary}}{{spark .}} <span class="{{lower .State}}">{{.State}}</span>{{if .Off}} <span class="drift">offset {{signedpct .Offset}}</span>{{end}}{{else}}<span class="muted">—</span>{{end}}</td><td>{{.Note}}</td></tr>
 {{end}}</table>
 {{else}}<p class="muted">no agent seen yet</p>{{end}}
 

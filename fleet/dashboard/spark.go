@@ -17,6 +17,11 @@ type Canary struct {
 	// Changes are the indexes into Scores where a new segment starts
 	// (E-divisive change points).
 	Changes []int
+	// Off is the canary rule's offset verdict (fleet/canary's
+	// Offset.Off): the row then says how far off its hardware's other
+	// agents it is (Offset), as the canary_drift alarm does.
+	Off    bool
+	Offset float64
 }
 
 // Sparkline size in pixels.

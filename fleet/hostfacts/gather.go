@@ -10,6 +10,7 @@ import (
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/imageref"
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 	"github.com/gpu-mode/kbgen/internal/version"
 	"github.com/gpu-mode/kbgen/noise"
 	"github.com/gpu-mode/kbgen/plugincfg"
@@ -21,6 +22,9 @@ type Host struct {
 	// Proc is the host's /proc (os.DirFS("/proc"), or a fixture tree).
 	Proc fs.FS
 	Name string // the host's name (os.Hostname)
+	// PowerLimits is nvidia-smi's answer to nvsmi.PowerLimitArgs; nil
+	// where not read (an AMD host, no nvidia-smi).
+	PowerLimits []byte
 }
 
 // Gather is the run's facts from h and its noise record (nil: none): the
@@ -48,11 +52,32 @@ func Gather(h Host, rec *noise.Record) runfacts.Facts {
 		f.Driver = nvidiaDriver(h.Proc)
 		f.GPUModel = nvidiaModel(h.Proc, f.GPUUUIDs)
 	}
+	f.PowerLimit = powerLimit(h.PowerLimits, f.GPUUUIDs)
 	if rec != nil {
 		f.Noise, f.NoiseReasons = verdict(rec)
 		f.Xids, f.ClockEventSeconds = rec.FleetCounts()
 	}
 	return f.Clean()
+}
+
+// powerLimit is the run's GPUs' power limits in their order, in watts
+// ("700 W", "700/650 W"); "" unless every one of them reported one (a MIG
+// instance's UUID is not in nvidia-smi's GPU list: its parent's limit
+// applies, but which parent is not known here).
+func powerLimit(out []byte, uuids []string) string {
+	if out == nil || len(uuids) == 0 {
+		return ""
+	}
+	w := nvsmi.PowerLimits(out)
+	var parts []string
+	for _, u := range uuids {
+		v, ok := w[u]
+		if !ok {
+			return ""
+		}
+		parts = append(parts, strconv.FormatFloat(v, 'f', -1, 64))
+	}
+	return strings.Join(parts, "/") + " W"
 }
 
 func firstOf(xs ...string) string {

@@ -52,8 +52,19 @@ func (r *Recorder) RunFacts(f runfacts.Facts) {
 	}
 }
 
+// AgentInfo sets the agent's info series alone (no run counted): kbgen
+// serve feeds each roster agent, so one known from node install's tags or
+// from before a restart has its series before its next run. The latest
+// fed wins.
+func (r *Recorder) AgentInfo(f runfacts.Facts) {
+	f = f.Clean()
+	if agent := r.agents.value(f.Agent); agent != Other && f.Agent != "" {
+		r.info.set(agent, r.queues.value(f.Queue), f)
+	}
+}
+
 var infoDesc = prometheus.NewDesc("kbgen_agent_info",
-	"1 for each GPU of each agent, from its latest run's facts; join with DCGM's or AMD's exporter on gpu_uuid (docs/operations.md).",
+	"1 for each GPU of each agent, from its latest run's facts (else the node and GPUs kbgen node install tagged it with); join with DCGM's or AMD's exporter on gpu_uuid (docs/operations.md).",
 	[]string{"agent", "queue", "node", "gpu_uuid", "gpu_model", "driver", "kbgen_version"}, nil)
 
 // infoSet is each agent's latest info labels, one set per GPU; an agent's

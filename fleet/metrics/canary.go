@@ -9,6 +9,9 @@ var (
 	canaryDriftingDesc = prometheus.NewDesc("kbgen_canary_drifting",
 		"1 while the agent's canaries drift (robust z, floor and persistence against its own baseline), else 0; agents still baselining are absent.",
 		[]string{"agent", "queue"}, nil)
+	canaryOffFlagDesc = prometheus.NewDesc("kbgen_canary_offset_flagged",
+		"1 while the agent's canary median is at least --canary-floor away from the median of the agents of its hardware fingerprint (the canary rule's offset verdict), else 0; agents still baselining are absent.",
+		[]string{"agent", "queue"}, nil)
 	canaryOffsetDesc = prometheus.NewDesc("kbgen_canary_offset_ratio",
 		"The agent's canary median against the median of the agents of its hardware fingerprint ((agent - peers) / peers; 0 with no peer).",
 		[]string{"agent", "queue"}, nil)
@@ -19,10 +22,12 @@ var (
 type Canary struct {
 	Agent, Queue string
 	Drifting     bool
-	Offset       float64
+	// Off is the offset verdict (fleet/canary's Offset.Off).
+	Off    bool
+	Offset float64
 }
 
-// canaries writes each agent's two series; agent and queue names come
+// canaries writes each agent's three series; agent and queue names come
 // from the agents' hosts, so both labels are bounded, and an agent past
 // the cap is left out (summing drift flags into "other" would say nothing).
 func (c snapshotCollector) canaries(ch chan<- prometheus.Metric, cs []Canary) {
@@ -31,11 +36,15 @@ func (c snapshotCollector) canaries(ch chan<- prometheus.Metric, cs []Canary) {
 		if agent == Other {
 			continue
 		}
-		drifting := 0.0
-		if cn.Drifting {
-			drifting = 1
-		}
-		ch <- prometheus.MustNewConstMetric(canaryDriftingDesc, prometheus.GaugeValue, drifting, agent, queue)
+		ch <- prometheus.MustNewConstMetric(canaryDriftingDesc, prometheus.GaugeValue, flag(cn.Drifting), agent, queue)
+		ch <- prometheus.MustNewConstMetric(canaryOffFlagDesc, prometheus.GaugeValue, flag(cn.Off), agent, queue)
 		ch <- prometheus.MustNewConstMetric(canaryOffsetDesc, prometheus.GaugeValue, cn.Offset, agent, queue)
 	}
+}
+
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -31,7 +31,7 @@ var (
 type snapshotCollector struct{ r *Recorder }
 
 func (c snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{jobsDesc, oldestDesc, agentsDesc, budgetLimitDesc, budgetLeftDesc, remainingDesc, canaryDriftingDesc, canaryOffsetDesc} {
+	for _, d := range []*prometheus.Desc{jobsDesc, oldestDesc, agentsDesc, budgetLimitDesc, budgetLeftDesc, remainingDesc, canaryDriftingDesc, canaryOffFlagDesc, canaryOffsetDesc} {
 		ch <- d
 	}
 }

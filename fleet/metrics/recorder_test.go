@@ -110,7 +110,7 @@ kbgen_agent_machine_faults_total{agent="h100-0",queue="nvidia-h100"} 1
 # HELP kbgen_agent_clock_event_seconds_total Seconds this agent's GPU clocks were held down by external clock events during timed runs (noise records).
 # TYPE kbgen_agent_clock_event_seconds_total counter
 kbgen_agent_clock_event_seconds_total{agent="h100-0",queue="nvidia-h100"} 1.5
-# HELP kbgen_agent_info 1 for each GPU of each agent, from its latest run's facts; join with DCGM's or AMD's exporter on gpu_uuid (docs/operations.md).
+# HELP kbgen_agent_info 1 for each GPU of each agent, from its latest run's facts (else the node and GPUs kbgen node install tagged it with); join with DCGM's or AMD's exporter on gpu_uuid (docs/operations.md).
 # TYPE kbgen_agent_info gauge
 kbgen_agent_info{agent="h100-0",driver="550",gpu_model="H100",gpu_uuid="GPU-a",kbgen_version="v1",node="n1",queue="nvidia-h100"} 1
 `, []string{"kbgen_agent_machine_faults_total", "kbgen_agent_clock_event_seconds_total", "kbgen_agent_info"}},
@@ -184,8 +184,8 @@ func TestPromtoolCheck(t *testing.T) {
 	}
 }
 
-// TestCanarySeries: each judged agent's canary verdict is two series at
-// scrape (drifting 1 or 0, the offset), with its agent and queue labels;
+// TestCanarySeries: each judged agent's canary verdict is three series at
+// scrape (drifting 1 or 0, offset flagged 1 or 0, the offset), with its agent and queue labels;
 // agents past the agents' cap are left out rather than summed.
 func TestCanarySeries(t *testing.T) {
 	t.Parallel()
@@ -194,13 +194,15 @@ func TestCanarySeries(t *testing.T) {
 	for i := range MaxAgents + 5 {
 		cs = append(cs, Canary{Agent: "agent-" + strconv.Itoa(i), Queue: "nvidia-h100", Offset: 0.01})
 	}
-	cs[0].Drifting, cs[0].Offset = true, -0.04
+	cs[0].Drifting, cs[0].Offset, cs[0].Off = true, -0.04, true
 	r.SetSource(func() Snapshot { return Snapshot{Canaries: cs} })
 	out := scrape(t, r)
 	for _, want := range []string{
 		`kbgen_canary_drifting{agent="agent-0",queue="nvidia-h100"} 1`,
 		`kbgen_canary_offset_ratio{agent="agent-0",queue="nvidia-h100"} -0.04`,
+		`kbgen_canary_offset_flagged{agent="agent-0",queue="nvidia-h100"} 1`,
 		`kbgen_canary_drifting{agent="agent-1",queue="nvidia-h100"} 0`,
+		`kbgen_canary_offset_flagged{agent="agent-1",queue="nvidia-h100"} 0`,
 	} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("scrape lacks %s", want)

@@ -61,10 +61,14 @@ func (a Agent) State() string {
 	return "idle"
 }
 
-// Seen is one connected agent in Buildkite's agent list.
+// Seen is one connected agent in Buildkite's agent list, with the
+// identity `kbgen node install` tagged it with (contract.NodeTag,
+// contract.GPUsTag; empty for an agent installed otherwise).
 type Seen struct {
 	Name, Queue  string
 	Busy, Paused bool
+	Node         string
+	GPUs         []string
 }
 
 // Roster is the agents by name. Changed agents are handed to OnChange
@@ -142,11 +146,12 @@ func (r *Roster) Connected(list []Seen, at time.Time) {
 			listed[a.Name] = true
 			was := *a
 			a.Queue, a.Busy, a.Paused, a.LastSeen = runfacts.Text(s.Queue, 128), s.Busy, s.Paused, at
+			tagged := a.tagged(s)
 			a.Lost, a.LostWhy, a.LostAt = false, "", time.Time{}
 			if !s.Paused {
 				a.Quarantined, a.PauseNote, a.PausedUntil = false, "", time.Time{}
 			}
-			if was.Lost != a.Lost || was.Paused != a.Paused || was.Queue != a.Queue || was.Busy != a.Busy || was.FirstSeen.Equal(at) {
+			if tagged || was.Lost != a.Lost || was.Paused != a.Paused || was.Queue != a.Queue || was.Busy != a.Busy || was.FirstSeen.Equal(at) {
 				changed = append(changed, a)
 			}
 		}
@@ -159,6 +164,29 @@ func (r *Roster) Connected(list []Seen, at time.Time) {
 		return changed
 	})
 }
+
+// tagged takes the install's identity from the agent list until a run's
+// facts give the agent's own (they win: they are what the job ran on);
+// it reports whether anything changed.
+func (a *Agent) tagged(s Seen) bool {
+	if !a.LastJob.IsZero() || s.Node == "" && len(s.GPUs) == 0 {
+		return false
+	}
+	node := runfacts.Text(s.Node, 128)
+	var gpus []string
+	for _, g := range s.GPUs[:min(len(s.GPUs), maxTaggedGPUs)] {
+		gpus = append(gpus, runfacts.Text(g, 128))
+	}
+	if a.Node == node && slices.Equal(a.GPUUUIDs, gpus) {
+		return false
+	}
+	a.Node, a.GPUUUIDs = node, gpus
+	return true
+}
+
+// maxTaggedGPUs bounds the GPUs one agent's tag may name (an 8-GPU
+// agent is the largest shape).
+const maxTaggedGPUs = 16
 
 // Facts takes a run's facts: the agent's node, GPUs and versions, and its
 // last job.

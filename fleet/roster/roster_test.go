@@ -97,3 +97,25 @@ func equal(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestInstallTags: the node and GPUs node install tagged an agent with
+// fill the roster from the agent list (a change for the store and the
+// metrics, once); a run's facts then win, and the tags no longer
+// overwrite them.
+func TestInstallTags(t *testing.T) {
+	t.Parallel()
+	r := New()
+	changes := 0
+	r.OnChange = func(Agent) { changes++ }
+	seen := []Seen{{Name: "n7-gpu3", Queue: "q", Node: "n7", GPUs: []string{"GPU-a"}}}
+	r.Connected(seen, t0)
+	r.Connected(seen, t0.Add(time.Minute))
+	if l := r.List(); len(l) != 1 || l[0].Node != "n7" || len(l[0].GPUUUIDs) != 1 || l[0].GPUUUIDs[0] != "GPU-a" || changes != 1 {
+		t.Fatalf("after the list: %+v, %d changes; want n7 with GPU-a, one change", l, changes)
+	}
+	r.Facts(runfacts.Facts{Agent: "n7-gpu3", Queue: "q", Node: "n7", GPUUUIDs: []string{"GPU-b"}}, t0.Add(2*time.Minute))
+	r.Connected(seen, t0.Add(3*time.Minute))
+	if l := r.List(); l[0].GPUUUIDs[0] != "GPU-b" {
+		t.Errorf("the tags overwrote the facts: %+v", l[0])
+	}
+}

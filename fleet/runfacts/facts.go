@@ -49,6 +49,10 @@ type Facts struct {
 	Driver       string   `json:"driver,omitempty"`
 	ImageDigest  string   `json:"image_digest,omitempty"`
 	KbgenVersion string   `json:"kbgen_version"`
+	// PowerLimit is the run's GPUs' software power limits, in their
+	// order ("700 W", "700/650 W"; nvidia-smi's power.limit), "" where
+	// not read (AMD, MIG, no nvidia-smi): a canary's context.
+	PowerLimit string `json:"power_limit,omitempty"`
 	// Noise is the noise record's verdict ("clean", "noisy"), "" when the
 	// run recorded none (a test run).
 	Noise        string   `json:"noise,omitempty"`
@@ -147,7 +151,7 @@ func FromMetaData(md map[string]string) (all []Facts, errs []error) {
 // Clean bounds every field: text cut to its limit on a rune boundary,
 // control characters dropped, lists cut, numbers kept non-negative.
 func (f Facts) Clean() Facts {
-	for _, p := range []*string{&f.Agent, &f.Queue, &f.Node, &f.GPUModel, &f.Driver, &f.ImageDigest, &f.KbgenVersion, &f.Noise} {
+	for _, p := range []*string{&f.Agent, &f.Queue, &f.Node, &f.GPUModel, &f.Driver, &f.ImageDigest, &f.KbgenVersion, &f.Noise, &f.PowerLimit} {
 		*p = Text(*p, maxField)
 	}
 	f.GPUUUIDs = cleanList(f.GPUUUIDs, maxList, maxField)

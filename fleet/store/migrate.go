@@ -62,6 +62,12 @@ var migrations = []migration{
 		`CREATE TABLE canary_points (run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, at BIGINT NOT NULL, data TEXT NOT NULL)`,
 		`CREATE INDEX canary_points_agent ON canary_points (agent, at)`,
 	}},
+	// Re-measurements (fleet/verify): one row a verified run, its
+	// verify.Record as JSON, rewritten as its re-runs finish.
+	{5, []string{
+		`CREATE TABLE verifications (run_id TEXT PRIMARY KEY, started_at BIGINT NOT NULL, data TEXT NOT NULL)`,
+		`CREATE INDEX verifications_started ON verifications (started_at)`,
+	}},
 }
 
 // ErrNewerSchema is a database a newer kbgen migrated.

@@ -122,14 +122,18 @@ func (s *Store) attachAttempts(ctx context.Context, since time.Time, runs []Run,
 	return rows.Err()
 }
 
-// Prune drops the runs (and their attempts) that finished more than the
-// retention before now, and reports how many.
+// Prune drops the runs (and their attempts), the answered deliveries and
+// the verifications older than the retention before now, and reports how
+// many runs.
 func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
 	cut := ms(now.Add(-s.retention))
 	if _, err := s.exec(ctx, `DELETE FROM attempts WHERE finished_at < $1`, cut); err != nil {
 		return 0, fmt.Errorf("store: %w", err)
 	}
 	if _, err := s.exec(ctx, `DELETE FROM deliveries WHERE delivered_at IS NOT NULL AND delivered_at < $1`, cut); err != nil {
+		return 0, fmt.Errorf("store: %w", err)
+	}
+	if _, err := s.exec(ctx, `DELETE FROM verifications WHERE started_at < $1`, cut); err != nil {
 		return 0, fmt.Errorf("store: %w", err)
 	}
 	res, err := s.exec(ctx, `DELETE FROM runs WHERE finished_at < $1`, cut)

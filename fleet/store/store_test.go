@@ -14,6 +14,7 @@ import (
 	"github.com/gpu-mode/kbgen/fleet/alert"
 	"github.com/gpu-mode/kbgen/fleet/canary"
 	"github.com/gpu-mode/kbgen/fleet/roster"
+	"github.com/gpu-mode/kbgen/fleet/verify"
 )
 
 // TestRunsRoundTrip: a run and its attempts come back as kept, a second
@@ -186,7 +187,8 @@ func TestAlertLedger(t *testing.T) {
 // TestMigrationUpgrade: a database an older kbgen made (at each schema
 // before the latest, with a run in it) is migrated to the latest schema on
 // open, its run kept, and every later table (the roster's, the alert
-// ledger's of migration 3, the canary points of migration 4) works.
+// ledger's of migration 3, the canary points of migration 4, the
+// verifications of migration 5) works.
 func TestMigrationUpgrade(t *testing.T) {
 	t.Parallel()
 	for _, have := range migrations[:len(migrations)-1] {
@@ -210,6 +212,12 @@ func TestMigrationUpgrade(t *testing.T) {
 			}
 			if err := s.RecordCanary(ctx, canary.Point{Agent: "a", RunID: "c1", At: time.Now(), Score: 1}); err != nil {
 				t.Errorf("the canary points: %v", err)
+			}
+			if err := s.PutVerification(ctx, verify.Record{RunID: "r1", StartedAt: time.Now(), Want: 3}); err != nil {
+				t.Errorf("the verifications: %v", err)
+			}
+			if recs, err := s.Verifications(ctx, time.Time{}); err != nil || len(recs) != 1 || recs[0].Want != 3 {
+				t.Errorf("the verifications read back: %+v %v", recs, err)
 			}
 		})
 	}

@@ -89,3 +89,22 @@ func TestBound(t *testing.T) {
 		t.Errorf("bound %v, want 0.025", got)
 	}
 }
+
+// TestRecordReport: a kept re-run's measurement is final; only the
+// others are asked for now.
+func TestRecordReport(t *testing.T) {
+	t.Parallel()
+	rec := Record{Original: m("a", 100), Reruns: []Measurement{m("b", 101), {RunID: "r-c", Agent: "c"}}, Want: 2, Bound: 0.06}
+	var asked []string
+	rep := rec.Report(func(x Measurement) Measurement {
+		asked = append(asked, x.RunID)
+		return m("c", 99)
+	})
+	if !slices.Equal(asked, []string{"r-c"}) || rep.Verdict != Confirmed || !rec.Pending() {
+		t.Errorf("asked %v, verdict %s, pending %v; want only r-c asked, confirmed, still pending in the record", asked, rep.Verdict, rec.Pending())
+	}
+	rec.Reruns[1] = m("c", 99)
+	if rec.Pending() {
+		t.Error("a record with every re-run done is pending")
+	}
+}

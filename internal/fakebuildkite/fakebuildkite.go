@@ -93,6 +93,9 @@ type AgentSpec struct {
 	Name, Version, Queue string
 	BusyWith             string // label of the running job; "" = idle
 	Paused               bool
+	// Tags are more agent tags ("key=value"), listed after queue= and
+	// gpu-index= in its meta_data, as Buildkite lists an agent's tags.
+	Tags []string
 }
 
 // Request is one request either server saw.
@@ -483,7 +486,7 @@ func (s *Server) listAgents(w http.ResponseWriter) {
 		paused, p := s.agentPausedLocked(i)
 		ag := map[string]any{
 			"id": agentID(i), "name": a.Name, "connection_state": "connected",
-			"hostname": "node", "version": a.Version, "meta_data": []string{"queue=" + a.Queue, "gpu-index=" + strconv.Itoa(i)},
+			"hostname": "node", "version": a.Version, "meta_data": append([]string{"queue=" + a.Queue, "gpu-index=" + strconv.Itoa(i)}, a.Tags...),
 			"paused": paused,
 		}
 		if p != nil {

@@ -24,7 +24,26 @@ var (
 	// remapped_rows.pending, remapped_rows.failure); drivers before R460
 	// refuse it.
 	RemappedRowsArgs = []string{"--query-remapped-rows=gpu_uuid,remapped_rows.pending,remapped_rows.failure", "--format=csv,noheader,nounits"}
+	// PowerLimitArgs is each GPU's software power limit in watts
+	// (PowerLimits): nvidia-smi --help-query-gpu, "power.limit: The
+	// software power limit in watts. Set by software like nvidia-smi."
+	// An administrator's `nvidia-smi -pl` changes it, and with it a
+	// kernel's speed.
+	PowerLimitArgs = QueryGPU("uuid", "power.limit")
 )
+
+// PowerLimits is PowerLimitArgs' answer: watts by GPU UUID. A GPU that
+// reports none ("[N/A]", "[Not Supported]") or a number that is not one
+// (negative, not finite) is left out.
+func PowerLimits(out []byte) map[string]float64 {
+	w := map[string]float64{}
+	for uuid, f := range Rows(out, 2) {
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil && v > 0 && v < 1e6 {
+			w[uuid] = v
+		}
+	}
+	return w
+}
 
 // QueryGPU is `--query-gpu` of fields as bare CSV.
 func QueryGPU(fields ...string) []string {

@@ -64,3 +64,14 @@ func TestRowsAndApps(t *testing.T) {
 		t.Errorf("ParseApps(GPU-b) = %+v", a)
 	}
 }
+
+// TestPowerLimits: watts by UUID; a GPU without a limit, or a number that
+// is none, is left out.
+func TestPowerLimits(t *testing.T) {
+	t.Parallel()
+	out := []byte("GPU-a, 700.00\nGPU-b, [N/A]\nGPU-c, [Not Supported]\nGPU-d, -1\nGPU-e, 350\nmalformed\n")
+	got := PowerLimits(out)
+	if len(got) != 2 || got["GPU-a"] != 700 || got["GPU-e"] != 350 {
+		t.Errorf("PowerLimits = %v, want GPU-a 700 and GPU-e 350", got)
+	}
+}
