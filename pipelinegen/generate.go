@@ -54,10 +54,10 @@ const compileSeconds = 120
 const (
 	PriorityRanked  = 10
 	PriorityDefault = 0
-	maxPriority     = 100
-	// PriorityLowest is the last of all: kbgen serve's canaries, which
-	// must never take an agent a waiting job could have.
-	PriorityLowest = -maxPriority
+	// The range a build's KERNELBOT_PRIORITY may ask for, and its lowest
+	// (kbgen serve's canaries), are the submitter's contract too:
+	// internal/contract, so serve need not link the generator.
+	maxPriority = contract.PriorityMax
 )
 
 // agentName is a name an agent tag can carry: a host name and an agent id

@@ -52,8 +52,8 @@ func TestTargetAgent(t *testing.T) {
 			if !maps.Equal(got, tc.want) {
 				t.Errorf("agents %v, want %v", got, tc.want)
 			}
-			if pr := step.RemainingFields["priority"]; pr != PriorityLowest {
-				t.Errorf("priority %v, want %d", pr, PriorityLowest)
+			if pr := step.RemainingFields["priority"]; pr != contract.PriorityLowest {
+				t.Errorf("priority %v, want %d", pr, contract.PriorityLowest)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"net/http"
 	"strconv"
 	"sync"
@@ -16,7 +17,6 @@ import (
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
 	"github.com/gpu-mode/kbgen/payload"
-	"github.com/gpu-mode/kbgen/pipelinegen"
 )
 
 // The service's canaries (package fleet/canary): every CanaryConfig.Every
@@ -125,7 +125,7 @@ func (s *Service) canaryTick() {
 		// A canary that has not run within its interval (a busy queue, an
 		// agent without the kbgen-agent tag) is canceled: the next one is due.
 		req := RunRequest{RunID: canary.RunID(t.Agent, now), Queue: t.Queue, Payload: s.cfg.Canary.Payload,
-			Priority: strconv.Itoa(pipelinegen.PriorityLowest), Agent: t.Agent, TimeoutSeconds: max(s.cfg.Canary.Every, minCanaryDeadline).Seconds()}
+			Priority: strconv.Itoa(contract.PriorityLowest), Agent: t.Agent, TimeoutSeconds: max(s.cfg.Canary.Every, minCanaryDeadline).Seconds()}
 		if _, fresh, err := s.Submit(req); err != nil || !fresh {
 			s.logf("canary for agent %s not submitted: %v (a new run: %v)", t.Agent, err, fresh)
 			c.last[t.Agent] = now // not again at once: at the next interval

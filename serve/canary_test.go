@@ -147,8 +147,8 @@ func TestCanaryBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	agents, _ := step.RemainingFields["agents"].(map[string]any)
-	if agents[contract.AgentTag] != "node1-gpu0" || agents["queue"] != "nvidia-h100" || step.RemainingFields["priority"] != pipelinegen.PriorityLowest {
-		t.Errorf("eval step agents %v priority %v; want the agent's tag, its queue, %d", agents, step.RemainingFields["priority"], pipelinegen.PriorityLowest)
+	if agents[contract.AgentTag] != "node1-gpu0" || agents["queue"] != "nvidia-h100" || step.RemainingFields["priority"] != contract.PriorityLowest {
+		t.Errorf("eval step agents %v priority %v; want the agent's tag, its queue, %d", agents, step.RemainingFields["priority"], contract.PriorityLowest)
 	}
 	// Every hour: no second canary at the next ticks.
 	r.svc.canaryTick()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"io"
 	"net/http"
 	"slices"
@@ -17,7 +18,6 @@ import (
 	"github.com/gpu-mode/kbgen/fleet/canary"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	"github.com/gpu-mode/kbgen/fleet/verify"
-	"github.com/gpu-mode/kbgen/noise"
 )
 
 // Re-measuring a record (package fleet/verify): POST /v1/runs/{id}/verify
@@ -161,7 +161,7 @@ func (s *Service) verifyCandidates(queue string) []verify.Candidate {
 // noiseBound is the queue's noise policy's bound (the default policy's
 // without a registry).
 func (s *Service) noiseBound(queue string) float64 {
-	var p noise.Policy
+	var p noisepolicy.Policy
 	if s.cfg.Registry != nil {
 		if v, err := s.cfg.Registry.Lookup(queue); err == nil && v.Noise != nil {
 			p = *v.Noise

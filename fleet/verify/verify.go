@@ -9,11 +9,11 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"math"
 	"slices"
 
 	"github.com/gpu-mode/kbgen/fleet/canary"
-	"github.com/gpu-mode/kbgen/noise"
 )
 
 // Limits on one verification's re-runs.
@@ -36,7 +36,7 @@ const (
 // max_foreign_percent to foreign processes, so two clean runs of one job
 // on one kind of machine may differ by that much for reasons outside the
 // job (6 % under the default policy).
-func Bound(p noise.Policy) float64 {
+func Bound(p noisepolicy.Policy) float64 {
 	p = p.WithDefaults()
 	return (p.MaxStealPercent + p.MaxForeignPercent) / 100
 }

@@ -2,11 +2,10 @@ package verify
 
 import (
 	"errors"
+	"github.com/gpu-mode/kbgen/internal/noisepolicy"
 	"math"
 	"slices"
 	"testing"
-
-	"github.com/gpu-mode/kbgen/noise"
 )
 
 const fp = "NVIDIA H100 80GB HBM3 / AMD EPYC 9654"
@@ -82,10 +81,10 @@ func TestPick(t *testing.T) {
 
 func TestBound(t *testing.T) {
 	t.Parallel()
-	if got := Bound(noise.Policy{}); math.Abs(got-0.06) > 1e-12 {
+	if got := Bound(noisepolicy.Policy{}); math.Abs(got-0.06) > 1e-12 {
 		t.Errorf("default bound %v, want 0.06", got)
 	}
-	if got := Bound(noise.Policy{MaxStealPercent: 2, MaxForeignPercent: 0.5}); math.Abs(got-0.025) > 1e-12 {
+	if got := Bound(noisepolicy.Policy{MaxStealPercent: 2, MaxForeignPercent: 0.5}); math.Abs(got-0.025) > 1e-12 {
 		t.Errorf("bound %v, want 0.025", got)
 	}
 }

@@ -42,3 +42,12 @@ const MetaDataUploaded = "kbgen_uploaded"
 // `kbgen run` after a timed run (package noise), copied out by the
 // sandbox, uploaded with the result.
 const NoiseFile = "noise.json"
+
+// The priorities a build's KERNELBOT_PRIORITY may ask for: -PriorityMax
+// to PriorityMax (Buildkite runs higher numbers first). PriorityLowest is
+// the last of all: kbgen serve's canaries, which must never take an agent
+// a waiting job could have.
+const (
+	PriorityMax    = 100
+	PriorityLowest = -PriorityMax
+)
