@@ -46,6 +46,7 @@ var notHere = []struct {
 	{re: regexp.MustCompile(`kbgen serve`), reason: "a long-running service"},
 	{re: regexp.MustCompile(`--server `), reason: "needs a running kbgen serve"},
 	{re: regexp.MustCompile(`kbgen health`), reason: "asks a running kbgen serve"},
+	{re: regexp.MustCompile(`kbgen verify`), reason: "asks a running kbgen serve to re-run a finished run on other agents (serve's TestVerify and cmd/kbgen's TestVerifyCmd run it against the local Buildkite)"},
 	{re: regexp.MustCompile(`/etc/kbgen`), reason: "writes /etc/kbgen on this machine"},
 }
 
