@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/gpu-mode/kbgen/fleet/hostfacts"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
@@ -11,6 +12,7 @@ import (
 	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/nvsmi"
 	"github.com/gpu-mode/kbgen/noise"
+	"github.com/gpu-mode/kbgen/plugincfg"
 )
 
 // publishFacts sets the attempt's run facts (fleet/runfacts) as the
@@ -20,7 +22,9 @@ import (
 // the result: the caller logs it.
 func publishFacts(ctx context.Context, agent *bkagent.Agent, lookup contract.Lookup, rec *noise.Record) error {
 	name, _ := os.Hostname()
-	f := hostfacts.Gather(hostfacts.Host{Lookup: lookup, Proc: os.DirFS("/proc"), Name: name, PowerLimits: powerLimits(ctx, lookup)}, rec)
+	ref, _ := lookup(plugincfg.EnvPrefix + "IMAGE")
+	pulled := hostfacts.ImagePulled(ctx, "", strings.TrimSpace(ref))
+	f := hostfacts.Gather(hostfacts.Host{Lookup: lookup, Proc: os.DirFS("/proc"), Name: name, PowerLimits: powerLimits(ctx, lookup), ImagePulled: pulled}, rec)
 	job, _ := lookup(contract.EnvJobID)
 	if job == "" {
 		return nil // not a Buildkite job: no build to set meta-data on

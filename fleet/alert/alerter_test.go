@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpu-mode/kbgen/fleet/runfacts"
 )
 
 // TestFireAndResolve: a queue without agents fires after its 10 minutes,
@@ -400,5 +402,42 @@ func TestCanarySource(t *testing.T) {
 				t.Errorf("open alarms %+v, want %d canary_drift", got, tc.firing)
 			}
 		})
+	}
+}
+
+// TestImageNotPrepulled: a node whose run facts say its docker lacked the
+// queue's image fires after the condition's 15 minutes, from what Recent
+// kept (the report is older than Window by then), and resolves when a
+// later run on that node reports the image pulled; a run that could not
+// tell (ImagePulled nil) changes nothing.
+func TestImageNotPrepulled(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t)
+	g := newRig(t, Config{Receivers: []Receiver{slackTo("s", rc.srv.URL)}, Routes: []Route{{Receivers: []string{"s"}}}}, tempLedger(t))
+	r := NewRecent()
+	missing, pulled := false, true
+	run := func(d time.Duration, p *bool) {
+		r.Run(at(d), runfacts.Facts{Agent: "a1", Queue: "nvidia-h100", Node: "n1", ImageDigest: "sha256:ab", ImagePulled: p})
+	}
+	step := func(d time.Duration) {
+		g.eval(t, d, r.Facts(at(d), View{Known: true}))
+		g.flush(t, d)
+	}
+	run(0, &missing)
+	for _, d := range []time.Duration{0, 10 * time.Minute, 14*time.Minute + 59*time.Second} {
+		step(d)
+	}
+	if n := rc.count(); n != 0 {
+		t.Fatalf("%d messages before the condition held 15 minutes, want 0", n)
+	}
+	step(15 * time.Minute)
+	run(16*time.Minute, nil)
+	step(16 * time.Minute)
+	run(17*time.Minute, &pulled)
+	step(17 * time.Minute)
+	got := rc.texts()
+	if len(got) != 2 || !strings.HasPrefix(got[0], "FIRING image_not_prepulled: node n1 of queue nvidia-h100 has not pulled sha256:ab") ||
+		!strings.HasPrefix(got[1], "RESOLVED image_not_prepulled:") {
+		t.Fatalf("messages:\n%s\nwant one FIRING then one RESOLVED", strings.Join(got, "\n"))
 	}
 }

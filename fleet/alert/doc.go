@@ -9,7 +9,9 @@
 // receiver is down (Alerter.Flush). A restart reloads the ledger: what
 // was pending is sent, what was sent is not sent again, and a firing
 // alarm is not fired again. A data source that is not wired (the canary
-// input, CanarySource, without kbgen serve --canary-every; image
-// pre-pulls) produces no alarms.
+// input, CanarySource, without kbgen serve --canary-every) produces no
+// alarms; image pre-pulls come from the run facts' ImagePulled
+// (fleet/hostfacts asks the node's docker), the latest per node and
+// queue (Recent).
 // docs/operations.md#alerts-and-routing describes the conditions.
 package alert

@@ -24,8 +24,9 @@ type Facts struct {
 	// CanarySource); CanariesKnown false while none is wired.
 	Canaries      []Canary
 	CanariesKnown bool
-	// Images are the pinned images per node and whether each is pulled;
-	// ImagesKnown false while no pre-pull source is wired.
+	// Images are the pinned images per node and whether each is pulled,
+	// the latest run facts' ImagePulled per (node, queue); ImagesKnown
+	// false until a run reported one.
 	Images      []Image
 	ImagesKnown bool
 }

@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sync"
@@ -20,13 +21,26 @@ const Window = 15 * time.Minute
 const ForgetLost = 24 * time.Hour
 
 // Recent keeps what Facts needs beyond serve's snapshot: the recent runs'
-// facts and queue waits, fed by serve's hooks (the same calls that feed
-// the metrics). Which agents exist, are lost or paused is the roster's
+// facts and queue waits, and each node's latest report of its queue's
+// image, fed by serve's hooks (the same calls that feed the metrics).
+// Which agents exist, are lost or paused is the roster's
 // (fleet/roster), passed in View. Safe for concurrent use.
 type Recent struct {
 	mu    sync.Mutex
 	runs  []recentRun
 	waits []recentWait
+	// images is the latest image report per (node, queue): kept past
+	// Window (a node that reported its image missing has it missing
+	// until a later attempt says otherwise), forgotten after ForgetLost.
+	images map[imageKey]recentImage
+}
+
+type imageKey struct{ node, queue string }
+
+type recentImage struct {
+	at     time.Time
+	image  string
+	pulled bool
 }
 
 type recentRun struct {
@@ -47,7 +61,14 @@ func NewRecent() *Recent { return &Recent{} }
 func (r *Recent) Run(now time.Time, f runfacts.Facts) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.runs = append(r.runs, recentRun{now, f.Clean()})
+	f = f.Clean()
+	r.runs = append(r.runs, recentRun{now, f})
+	if f.ImagePulled != nil && f.Node != "" && f.ImageDigest != "" {
+		if r.images == nil {
+			r.images = map[imageKey]recentImage{}
+		}
+		r.images[imageKey{f.Node, f.Queue}] = recentImage{now, f.ImageDigest, *f.ImagePulled}
+	}
 }
 
 // Wait notes one eval job's wait for an agent of queue, seen at now.
@@ -73,7 +94,8 @@ type View struct {
 }
 
 // Facts is the facts at now from v and what Recent kept; it drops what
-// fell out of Window, and agents lost for ForgetLost.
+// fell out of Window, and agents lost and image reports older than
+// ForgetLost (a node removed on purpose stops alarming).
 func (r *Recent) Facts(now time.Time, v View) Facts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -84,13 +106,29 @@ func (r *Recent) Facts(now time.Time, v View) Facts {
 	for _, name := range slices.Sorted(maps.Keys(agents)) {
 		f.Agents = append(f.Agents, *agents[name])
 	}
+	f.Images, f.ImagesKnown = r.imageFacts()
 	return f
+}
+
+// imageFacts is each (node, queue)'s latest image report, by node and
+// queue; known once any run reported one (before that, an alarm fired
+// before a restart neither fires again nor resolves).
+func (r *Recent) imageFacts() ([]Image, bool) {
+	var out []Image
+	for k, x := range r.images {
+		out = append(out, Image{Node: k.node, Queue: k.queue, Image: x.image, Pulled: x.pulled})
+	}
+	slices.SortFunc(out, func(a, b Image) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Queue, b.Queue))
+	})
+	return out, r.images != nil
 }
 
 func (r *Recent) prune(now time.Time) {
 	from := now.Add(-Window)
 	r.runs = slices.DeleteFunc(r.runs, func(x recentRun) bool { return x.at.Before(from) })
 	r.waits = slices.DeleteFunc(r.waits, func(x recentWait) bool { return x.at.Before(from) })
+	maps.DeleteFunc(r.images, func(_ imageKey, x recentImage) bool { return now.Sub(x.at) > ForgetLost })
 }
 
 // agents is the roster's agents (but those lost for ForgetLost) and any

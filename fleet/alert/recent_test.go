@@ -53,3 +53,32 @@ func TestRecentFacts(t *testing.T) {
 		}
 	}
 }
+
+// TestRecentImages: no image facts are known before a run reports one
+// (nil ImagePulled, or no node, is no report); the latest report per
+// (node, queue) stands past Window, a later one replaces it, and one
+// older than ForgetLost is forgotten (still known: the source reported).
+func TestRecentImages(t *testing.T) {
+	t.Parallel()
+	r := NewRecent()
+	missing, pulled := false, true
+	r.Run(at(0), runfacts.Facts{Node: "n1", Queue: "q", ImageDigest: "sha256:ab"})
+	r.Run(at(0), runfacts.Facts{Queue: "q", ImageDigest: "sha256:ab", ImagePulled: &missing})
+	if f := r.Facts(at(0), View{}); f.ImagesKnown || f.Images != nil {
+		t.Fatalf("before any report: known %v, images %+v; want unknown, none", f.ImagesKnown, f.Images)
+	}
+	r.Run(at(0), runfacts.Facts{Node: "n2", Queue: "q", ImageDigest: "sha256:ab", ImagePulled: &missing})
+	r.Run(at(time.Minute), runfacts.Facts{Node: "n1", Queue: "q", ImageDigest: "sha256:ab", ImagePulled: &missing})
+	r.Run(at(2*time.Minute), runfacts.Facts{Node: "n1", Queue: "q", ImageDigest: "sha256:ab", ImagePulled: &pulled})
+	r.Run(at(2*time.Minute), runfacts.Facts{Node: "n1", Queue: "r", ImageDigest: "rocm/x:1", ImagePulled: &missing})
+	f := r.Facts(at(time.Hour), View{})
+	want := []Image{{Node: "n1", Queue: "q", Image: "sha256:ab", Pulled: true}, {Node: "n1", Queue: "r", Image: "rocm/x:1"}, {Node: "n2", Queue: "q", Image: "sha256:ab"}}
+	if !f.ImagesKnown || !slices.Equal(f.Images, want) {
+		t.Errorf("known %v, images %+v; want known, %+v", f.ImagesKnown, f.Images, want)
+	}
+	f = r.Facts(at(time.Minute+ForgetLost+time.Second), View{})
+	want = []Image{{Node: "n1", Queue: "q", Image: "sha256:ab", Pulled: true}, {Node: "n1", Queue: "r", Image: "rocm/x:1"}}
+	if !f.ImagesKnown || !slices.Equal(f.Images, want) {
+		t.Errorf("after ForgetLost: known %v, images %+v; want known, %+v", f.ImagesKnown, f.Images, want)
+	}
+}

@@ -25,6 +25,9 @@ type Host struct {
 	// PowerLimits is nvidia-smi's answer to nvsmi.PowerLimitArgs; nil
 	// where not read (an AMD host, no nvidia-smi).
 	PowerLimits []byte
+	// ImagePulled is ImagePulled's answer for the step's image; nil
+	// where not asked or not known.
+	ImagePulled *bool
 }
 
 // Gather is the run's facts from h and its noise record (nil: none): the
@@ -39,6 +42,7 @@ func Gather(h Host, rec *noise.Record) runfacts.Facts {
 		GPUUUIDs:     split(firstOf(get(contract.EnvGPUUUID), get(contract.EnvGPURenderNode))),
 		ImageDigest:  image(get(plugincfg.EnvPrefix + "IMAGE")),
 		KbgenVersion: version.String(),
+		ImagePulled:  h.ImagePulled,
 	}
 	if n, err := strconv.Atoi(get(contract.EnvBuildkiteRetryCount)); err == nil && n >= 0 {
 		f.Attempt = n + 1

@@ -43,9 +43,9 @@ func TestGather(t *testing.T) {
 			Agent: "node3-gpu0", Queue: "nvidia-h100", Node: "node3", GPUUUIDs: []string{uuid, "GPU-other"}, GPUModel: "NVIDIA H100 80GB HBM3",
 			Driver: "550.54.15", ImageDigest: "sha256:" + sha, KbgenVersion: version.String(), Noise: "noisy", NoiseReasons: []string{"steal: steal 9 %"},
 			Xids: 1, ClockEventSeconds: 1.5, Attempt: 2, Exit: &fault, PowerLimit: "700/650 W"}},
-		{"one GPU's power limit", Host{Lookup: contract.MapLookup(one), Name: "node3", PowerLimits: power}, nil, runfacts.Facts{
+		{"one GPU's power limit, its image not pulled", Host{Lookup: contract.MapLookup(one), Name: "node3", PowerLimits: power, ImagePulled: ptr(false)}, nil, runfacts.Facts{
 			Agent: "node3-gpu0", Queue: "nvidia-h100", Node: "node3", GPUUUIDs: []string{uuid}, ImageDigest: "sha256:" + sha, KbgenVersion: version.String(),
-			Attempt: 2, Exit: &fault, PowerLimit: "700 W"}},
+			Attempt: 2, Exit: &fault, PowerLimit: "700 W", ImagePulled: ptr(false)}},
 		{"a MIG instance: its limit is not listed", Host{Lookup: contract.MapLookup(mig), Name: "node3", PowerLimits: power}, nil, runfacts.Facts{
 			Agent: "node3-gpu0", Queue: "nvidia-h100", Node: "node3", GPUUUIDs: []string{"MIG-1b2c"}, ImageDigest: "sha256:" + sha, KbgenVersion: version.String(),
 			Attempt: 2, Exit: &fault}},

@@ -49,6 +49,11 @@ type Facts struct {
 	Driver       string   `json:"driver,omitempty"`
 	ImageDigest  string   `json:"image_digest,omitempty"`
 	KbgenVersion string   `json:"kbgen_version"`
+	// ImagePulled is whether the node's docker had the step's image
+	// (ImageDigest's reference) when the hook asked, after the run: false
+	// feeds the image_not_prepulled alarm; nil where not known (no
+	// docker, no answer in time, no image named).
+	ImagePulled *bool `json:"image_pulled,omitempty"`
 	// PowerLimit is the run's GPUs' software power limits, in their
 	// order ("700 W", "700/650 W"; nvidia-smi's power.limit), "" where
 	// not read (AMD, MIG, no nvidia-smi): a canary's context.
