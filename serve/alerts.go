@@ -91,7 +91,9 @@ func (s *Service) alertWait(queue string, d time.Duration) { s.recent.Wait(s.cfg
 // AlertFacts is what the alerts judge now: the registry's queues and the
 // cached view's, the roster's agents (lost ones from webhooks and the
 // agent list), each queue's oldest scheduled job, the recent runs and
-// waits, kbgen's own version as the generator's, and the API budget.
+// waits, each node's latest report of its queue's image (the run facts'
+// ImagePulled, kept by alert.Recent), kbgen's own version as the
+// generator's, and the API budget.
 func (s *Service) AlertFacts() alert.Facts {
 	now := s.cfg.Now()
 	v := alert.View{Agents: s.roster.List(), Oldest: map[string]time.Duration{}}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpu-mode/kbgen/fleet/alert"
 	"github.com/gpu-mode/kbgen/fleet/dashboard"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
+	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 	"github.com/gpu-mode/kbgen/registry"
 )
 
@@ -172,5 +173,72 @@ func TestOpenAlertsScope(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: open alerts %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestAlertsImageNotPrepulled: a run whose facts say the node's docker
+// lacked the queue's image is, held for its 15 minutes, a FIRING
+// image_not_prepulled alarm naming node, queue and image; a later run on
+// that node whose facts say the image is pulled resolves it, under the
+// same alarm id.
+func TestAlertsImageNotPrepulled(t *testing.T) {
+	var mu sync.Mutex
+	var got []alert.Payload
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var m alert.Payload
+		_ = json.Unmarshal(b, &m)
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Alarm.Condition == alert.ImageNotPrepulled {
+			got = append(got, m)
+		}
+	}))
+	defer recv.Close()
+	cfg := &alert.Config{Receivers: []alert.Receiver{{Name: "ops", Kind: alert.KindWebhook, URL: recv.URL}}, Routes: []alert.Route{{Receivers: []string{"ops"}}}}
+	clock := &skewClock{}
+	missing, pulled := false, true
+	script := func(p *bool) fakebuildkite.Script {
+		sc := fastScript
+		sc.ResultInMetaData = true
+		sc.Facts = &runfacts.Facts{Agent: "gpu-node-3-gpu0", Queue: "nvidia-h100", Node: "gpu-node-3", ImageDigest: "sha256:ab", ImagePulled: p}
+		return sc
+	}
+	r := newRig(t, rigOpts{script: script(&missing), alerts: cfg, now: clock.now})
+	messages := func(n int) []alert.Payload {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			mu.Lock()
+			out := slices.Clone(got)
+			mu.Unlock()
+			if len(out) >= n {
+				return out
+			}
+		}
+		t.Fatalf("the receiver got fewer than %d image_not_prepulled messages; log:\n%s", n, r.log.String())
+		return nil
+	}
+	r.submit("a1")
+	if st := r.await("a1", 10*time.Second); st.Status != StatusObtained {
+		t.Fatalf("a1: %+v", st)
+	}
+	time.Sleep(100 * time.Millisecond) // a few evaluations: pending, not firing
+	if mu.Lock(); len(got) != 0 {
+		t.Errorf("fired before holding 15 minutes: %+v", got)
+	}
+	mu.Unlock()
+	clock.advance(15*time.Minute + time.Second)
+	m := messages(1)
+	if l := m[0].Alarm.Labels; m[0].Status != alert.Firing || l["node"] != "gpu-node-3" || l["queue"] != "nvidia-h100" || l["image"] != "sha256:ab" {
+		t.Fatalf("first message %+v", m[0])
+	}
+	r.fake.SetScript(script(&pulled))
+	r.submit("a2")
+	if st := r.await("a2", 10*time.Second); st.Status != StatusObtained {
+		t.Fatalf("a2: %+v", st)
+	}
+	m = messages(2)
+	if m[1].Status != alert.Resolved || m[1].Alarm.ID != m[0].Alarm.ID || len(m) != 2 {
+		t.Fatalf("messages %+v", m)
 	}
 }
