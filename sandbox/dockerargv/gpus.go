@@ -1,6 +1,7 @@
 package dockerargv
 
 import (
+	"github.com/gpu-mode/kbgen/internal/gpuid"
 	"path"
 	"slices"
 	"strconv"
@@ -46,8 +47,8 @@ func grantNVIDIA(asked int, uuids []string) (gpuGrant, error) {
 		return gpuGrant{}, err
 	}
 	for _, u := range uuids {
-		if !nvidiaUUID.MatchString(u) {
-			return gpuGrant{}, refusal.Refusef("%s: %q is not an NVIDIA GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", contract.EnvGPUUUID, u)
+		if err := gpuid.NVIDIA(u); err != nil {
+			return gpuGrant{}, refusal.Refusef("%s: %q is not an NVIDIA GPU UUID (%v)", contract.EnvGPUUUID, u, err)
 		}
 	}
 	if dup := duplicate(uuids); dup != "" {

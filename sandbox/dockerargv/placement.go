@@ -32,9 +32,6 @@ type Placement struct {
 	CgroupParent string
 }
 
-// nvidiaUUID is what `nvidia-smi -L` prints for a GPU or a MIG instance.
-var nvidiaUUID = lazyre.New(`^(GPU|MIG)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
 // cgroupParent is a systemd slice name or a cgroupfs path: nothing a
 // shell or docker's flag parser could read as something else.
 var cgroupParent = lazyre.New(`^/?[A-Za-z0-9_.:][A-Za-z0-9_.:-]*(/[A-Za-z0-9_.:-]+)*$`)
