@@ -19,21 +19,43 @@ const (
 // carried by a tag (empty, or a character outside letters, digits and
 // "-_.:/").
 func GPUsTagValue(ids []string) string {
+	if len(ids) > MaxTaggedGPUs {
+		return ""
+	}
 	for _, id := range ids {
-		if id == "" || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/") != "" {
+		if !tagSafeID(id) {
 			return ""
 		}
 	}
 	return strings.Join(ids, GPUsTagSep)
 }
 
-// GPUsFromTag is the GPUs a GPUsTag value names.
+// MaxTaggedGPUs is the most GPUs one agent's tag names (a node's GPUs).
+const MaxTaggedGPUs = 16
+
+// tagSafeID: 1 to 64 letters, digits and "-_.:/", the characters of every
+// id GPUsTagValue writes (a UUID, a render node path).
+func tagSafeID(id string) bool {
+	return id != "" && len(id) <= 64 &&
+		strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/") == ""
+}
+
+// GPUsFromTag is the GPUs a GPUsTag value names. The value comes from the
+// agent's own registration (hostile like anything a node sends), so it is
+// read to the grammar GPUsTagValue writes, whole or not at all: nil for
+// any other value.
 func GPUsFromTag(v string) []string {
-	var out []string
-	for _, id := range strings.Split(v, GPUsTagSep) {
-		if id = strings.TrimSpace(id); id != "" {
-			out = append(out, id)
+	if v == "" {
+		return nil
+	}
+	ids := strings.Split(v, GPUsTagSep)
+	if len(ids) > MaxTaggedGPUs {
+		return nil
+	}
+	for _, id := range ids {
+		if !tagSafeID(id) {
+			return nil
 		}
 	}
-	return out
+	return ids
 }

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +32,24 @@ func TestGPUsTag(t *testing.T) {
 				t.Errorf("GPUsFromTag(%q) = %q, want %q", got, GPUsFromTag(got), tc.ids)
 			}
 		})
+	}
+}
+
+// TestGPUsFromTagRefuses: a registration's tag that GPUsTagValue could not
+// have written names no GPUs at all (not a cleaned part of it).
+func TestGPUsFromTagRefuses(t *testing.T) {
+	t.Parallel()
+	for name, v := range map[string]string{
+		"empty":          "",
+		"an empty id":    "GPU-a++GPU-b",
+		"markup":         "GPU-a+<script>",
+		"a space":        "GPU-a+ GPU-b",
+		"a newline":      "GPU-a\nkbgen_agent_info",
+		"too long an id": strings.Repeat("a", 65),
+		"too many ids":   strings.Repeat("g+", MaxTaggedGPUs) + "g",
+	} {
+		if got := GPUsFromTag(v); got != nil {
+			t.Errorf("%s: GPUsFromTag(%q) = %q, want nil", name, v, got)
+		}
 	}
 }
