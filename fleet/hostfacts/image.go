@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/gpu-mode/kbgen/internal/imageref"
 )
 
 // ImageTimeout bounds the docker question: the facts wait for it, the
@@ -19,9 +21,10 @@ const ImageTimeout = 5 * time.Second
 // and exits 0 when present, and exits 1 with "No such image: REF" when
 // not (docker/cli cli/command/image/inspect.go, via the engine's
 // errdefs.NotFound). Anything else (no docker, a daemon that is down or
-// slow, no ref) is not known: nil, never "missing".
+// slow, no ref, or a ref outside the image grammar, which could read as a
+// flag) is not known: nil, never "missing".
 func ImagePulled(ctx context.Context, docker, ref string) *bool {
-	if ref == "" {
+	if _, err := imageref.Parse(ref); err != nil {
 		return nil
 	}
 	if docker == "" {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,7 +38,8 @@ func TestImagePulled(t *testing.T) {
 		want              *bool
 	}{
 		{"present", "", "have:1", ptr(true)},
-		{"absent", "", "ghcr.io/x/y@sha256:ab", ptr(false)},
+		{"absent", "", "ghcr.io/x/y@sha256:" + strings.Repeat("ab", 32), ptr(false)},
+		{"a flag for a ref: not asked", "", "--help", nil},
 		{"daemon down", "", "down:1", nil},
 		{"no ref", "", "", nil},
 		{"no docker", filepath.Join(t.TempDir(), "docker"), "have:1", nil},
