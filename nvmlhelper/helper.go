@@ -98,10 +98,10 @@ func (h *Helper) Ready() error {
 		return h.fail(fmt.Errorf("kbgen-nvml did not start: %w", err))
 	}
 	if hello.Error != "" {
-		return h.fail(errors.New("kbgen-nvml: " + hello.Error))
+		return h.fail(&ReplyError{Msg: hello.Error})
 	}
 	if hello.Protocol != Protocol {
-		return h.fail(fmt.Errorf("kbgen-nvml speaks protocol %d, this kbgen %d: install the kbgen-nvml of kbgen's release", hello.Protocol, Protocol))
+		return h.fail(&ProtocolError{Helper: hello.Protocol})
 	}
 	h.Driver = hello.Driver
 	return nil
@@ -197,7 +197,7 @@ func (h *Helper) call(req Request) (Reply, error) {
 		return Reply{}, h.failLocked(fmt.Errorf("kbgen-nvml: %w", err))
 	}
 	if rep.Error != "" {
-		return Reply{}, errors.New("kbgen-nvml: " + rep.Error)
+		return Reply{}, &ReplyError{Msg: rep.Error}
 	}
 	return rep, nil
 }
@@ -212,7 +212,7 @@ func (h *Helper) read(rep *Reply) error {
 		chunk, isPrefix, err := h.r.ReadLine()
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return fmt.Errorf("no reply within %v", h.timeout)
+				return &NoReplyError{Timeout: h.timeout}
 			}
 			return h.exitError(err)
 		}
@@ -235,10 +235,7 @@ func (h *Helper) read(rep *Reply) error {
 func (h *Helper) exitError(readErr error) error {
 	select {
 	case <-h.exited:
-		if msg := firstLine(h.stderr.String()); msg != "" {
-			return fmt.Errorf("exited (%v): %s", h.waitErr, msg)
-		}
-		return fmt.Errorf("exited (%v) before replying", h.waitErr)
+		return &ExitError{Wait: h.waitErr, Stderr: firstLine(h.stderr.String())}
 	case <-time.After(h.timeout):
 		return readErr
 	}

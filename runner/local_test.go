@@ -53,6 +53,7 @@ func TestLocal(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			res, err := Local(ctx, o)
+			// The message is the contract: kbgen local prints it as the user's only clue.
 			if got := exitcode.Of(err); got != tc.code || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("exit %d (%v), want %d and %q\n%s", got, err, tc.code, tc.wantErr, log.String())
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,25 @@ import (
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/jobsource"
 	"github.com/gpu-mode/kbgen/payload"
+	"github.com/gpu-mode/kbgen/signing"
 )
+
+func isPayloadKind(k payload.ErrorKind) func(error) bool {
+	return func(err error) bool {
+		var pe *payload.Error
+		return errors.As(err, &pe) && pe.Kind == k
+	}
+}
+
+func isMisrouted(step, agent string) func(error) bool {
+	return func(err error) bool {
+		var me *signing.MisroutedError
+		return errors.As(err, &me) && me.StepQueue == step && me.AgentQueue == agent
+	}
+}
+
+func isMachineFault(err error) bool { return FaultOf(err) == FaultMachine }
+func isNotExist(err error) bool     { return errors.Is(err, fs.ErrNotExist) }
 
 // TestRunExitCodes: each way a run can end maps to one exit code, and
 // result.json is written in every case but unsound options (where no run
@@ -31,26 +50,27 @@ func TestRunExitCodes(t *testing.T) {
 		opts    func(o *RunOptions)
 		ctx     func() context.Context
 		code    int
-		wantErr string // in the returned error and, with a result, in its error
+		wantErr string           // in the returned error and, with a result, in its error
+		is      func(error) bool // the kind of failure, where it has one
 		success bool
 		noFile  bool // options unsound: no result.json
 	}{
 		{name: "evaluated", job: "ok", code: exitcode.OK, success: true},
-		{name: "not base64", job: "%%%%", code: exitcode.BadJob, wantErr: "payload is not standard base64"},
-		{name: "no job in the env", code: exitcode.BadJob, wantErr: "no KERNELBOT_PAYLOAD"},
+		{name: "not base64", job: "%%%%", code: exitcode.BadJob, wantErr: "payload is not standard base64", is: isPayloadKind(payload.KindNotBase64)},
+		{name: "no job in the env", code: exitcode.BadJob, wantErr: "no KERNELBOT_PAYLOAD", is: isPayloadKind(payload.KindNoPayload)},
 		{name: "payload from the env", env: []string{contract.EnvPayload + "=" + jobPayload(t)}, code: exitcode.OK, success: true},
 		{name: "re-routed step", job: "ok", env: []string{"BUILDKITE_JOB_ID=j1", "KERNELBOT_QUEUE=nvidia-h100", "BUILDKITE_AGENT_META_DATA_QUEUE=amd-mi300"},
-			code: exitcode.BadJob, wantErr: "refusing a re-routed step"},
-		{name: "no GPU, required by flag", job: "ok", opts: func(o *RunOptions) { o.RequireGPU = true }, code: exitcode.TempFail, wantErr: "no GPU visible"},
-		{name: "no GPU, required by env", job: "ok", env: []string{contract.EnvRequireGPU + "=1"}, code: exitcode.TempFail, wantErr: "no GPU visible"},
+			code: exitcode.BadJob, wantErr: "refusing a re-routed step", is: isMisrouted("nvidia-h100", "amd-mi300")},
+		{name: "no GPU, required by flag", job: "ok", opts: func(o *RunOptions) { o.RequireGPU = true }, code: exitcode.TempFail, wantErr: "no GPU visible", is: isMachineFault},
+		{name: "no GPU, required by env", job: "ok", env: []string{contract.EnvRequireGPU + "=1"}, code: exitcode.TempFail, wantErr: "no GPU visible", is: isMachineFault},
 		{name: "cancelled", job: "ok", ctx: func() context.Context {
 			ctx, cancel := context.WithCancelCause(context.Background())
 			cancel(errors.New("received terminated"))
 			return ctx
 		}, code: exitcode.Canceled, wantErr: "received terminated"},
 		{name: "runner failure", job: "ok", opts: func(o *RunOptions) { o.WorkDir = o.SystemFile }, code: exitcode.Failure, wantErr: "creating work directory"},
-		{name: "unreadable job file", job: "ok", opts: func(o *RunOptions) { o.PayloadFile += ".missing" }, code: exitcode.Usage, wantErr: "reading job"},
-		{name: "unreadable --system", job: "ok", opts: func(o *RunOptions) { o.SystemFile += ".missing" }, code: exitcode.Usage, wantErr: "reading --system", noFile: true},
+		{name: "unreadable job file", job: "ok", opts: func(o *RunOptions) { o.PayloadFile += ".missing" }, code: exitcode.Usage, wantErr: "reading job", is: isNotExist},
+		{name: "unreadable --system", job: "ok", opts: func(o *RunOptions) { o.SystemFile += ".missing" }, code: exitcode.Usage, wantErr: "reading --system", is: isNotExist, noFile: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -85,6 +105,10 @@ func TestRunExitCodes(t *testing.T) {
 			if got := exitcode.Of(err); got != tc.code {
 				t.Fatalf("code %d (error %v), want %d\n%s", got, err, tc.code, log.String())
 			}
+			if tc.is != nil && !tc.is(err) {
+				t.Fatalf("error %v (%T), not the kind of failure %q is", err, err, tc.name)
+			}
+			// The message is the contract: result.json's error carries it to the submitter.
 			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}

@@ -111,6 +111,7 @@ func TestDeviceFailureNeedsTheRunnersEvidence(t *testing.T) {
 				}
 				return
 			}
+			// The message is the contract: it carries the probe's evidence for the operator.
 			if FaultOf(err) != FaultMachine || !strings.Contains(err.Error(), tc.evidence) || !strings.Contains(res.Error, "GPU runtime failed") {
 				t.Fatalf("want a machine fault saying %q; fault %v: %v", tc.evidence, FaultOf(err), err)
 			}

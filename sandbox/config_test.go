@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -50,22 +51,28 @@ func TestConfigFromEnvErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		env  map[string]string
-		want string
+		key  string // the config key at fault, "" for the plugin list itself
+		msg  string
 	}{
-		{"nothing", map[string]string{}, "no gpu-docker plugin"},
-		{"other plugin only", map[string]string{"BUILDKITE_PLUGINS": `[{"docker#v5":{"image":"x"}}]`}, "no gpu-docker plugin"},
-		{"bad json", map[string]string{"BUILDKITE_PLUGINS": `{`}, "not a JSON list"},
-		{"config not object", map[string]string{"BUILDKITE_PLUGINS": `[{"gpu-docker":[1]}]`}, "not a JSON object"},
-		{"unknown key", map[string]string{"BUILDKITE_PLUGINS": `[{"gpu-docker":{"image":"x","privileged":true}}]`}, "privileged: unknown key"},
-		{"bad int", map[string]string{"BUILDKITE_PLUGIN_GPU_DOCKER_CPUS": "many"}, "cpus"},
-		{"negative int", map[string]string{"BUILDKITE_PLUGIN_GPU_DOCKER_GPUS": "-1"}, "gpus"},
+		{"nothing", map[string]string{}, "", "no gpu-docker plugin"},
+		{"other plugin only", map[string]string{"BUILDKITE_PLUGINS": `[{"docker#v5":{"image":"x"}}]`}, "", "no gpu-docker plugin"},
+		{"bad json", map[string]string{"BUILDKITE_PLUGINS": `{`}, "", "not a JSON list"},
+		{"config not object", map[string]string{"BUILDKITE_PLUGINS": `[{"gpu-docker":[1]}]`}, "", "not a JSON object"},
+		{"unknown key", map[string]string{"BUILDKITE_PLUGINS": `[{"gpu-docker":{"image":"x","privileged":true}}]`}, "privileged", "unknown key"},
+		{"bad int", map[string]string{"BUILDKITE_PLUGIN_GPU_DOCKER_CPUS": "many"}, "cpus", "not a non-negative integer"},
+		{"negative int", map[string]string{"BUILDKITE_PLUGIN_GPU_DOCKER_GPUS": "-1"}, "gpus", "not a non-negative integer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := ConfigFromEnv(lookup(tt.env))
-			if !refusal.IsConfigError(err) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want a config error mentioning %q", err, tt.want)
+			var c *refusal.ConfigError
+			if !errors.As(err, &c) || c.Key != tt.key {
+				t.Fatalf("err = %v, want a config error of key %q", err, tt.key)
+			}
+			// The message is the contract: it tells the pipeline's author what to fix.
+			if !strings.Contains(c.Msg, tt.msg) {
+				t.Errorf("err = %v, want it to say %q", err, tt.msg)
 			}
 		})
 	}

@@ -112,6 +112,7 @@ func agentEnv(t *testing.T, step *pipeline.CommandStep, placement map[string]str
 }
 
 // planText is what `kbgen sandbox --dry-run` would print, or its refusal.
+// A refusal's text goes into the golden: it is what the operator reads.
 func planText(env map[string]string, host dockerargv.Host) string {
 	look := lookup(env)
 	cfg, err := ConfigFromEnv(look)

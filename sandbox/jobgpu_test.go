@@ -14,6 +14,7 @@ import (
 	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
 	"github.com/gpu-mode/kbgen/sandbox/gpuhealth/gpuhealthtest"
 	"github.com/gpu-mode/kbgen/sandbox/lease"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
 // TestJobRunRefusesADirtyGPU: kbgen sandbox checks its leased GPU before
@@ -29,7 +30,8 @@ func TestJobRunRefusesADirtyGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = j.Run(context.Background(), l, t.TempDir())
-	if exitcode.Of(err) != 75 || !strings.Contains(err.Error(), "pid 999, miner") {
+	// The message is the contract: the job log names the process on the GPU for the operator.
+	if exitcode.Of(err) != 75 || !refusal.IsRefused(err) || !strings.Contains(err.Error(), "pid 999, miner") {
 		t.Fatalf("dirty GPU: %v, want a refusal (75) naming the process", err)
 	}
 	if got := calls(t, dir); slices.ContainsFunc(got, func(c string) bool { return strings.HasPrefix(c, "run ") }) {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +41,8 @@ func TestJobRunHoldsTheLease(t *testing.T) {
 
 	other := mustLease(t, j.Spec.GPUs, lease.Options{Dir: env[contract.EnvLeaseDir], Holder: "job 9 on agent node1-x8", Wait: time.Second})
 	_, err = j.Run(context.Background(), l, t.TempDir())
-	if !refusal.IsRefused(err) || !strings.Contains(err.Error(), "held by job 9 on agent node1-x8") {
+	var busy *lease.BusyError
+	if !errors.As(err, &busy) || !refusal.IsRefused(err) || !strings.HasPrefix(busy.Holder, "job 9 on agent node1-x8 since ") {
 		t.Fatalf("GPU held by another job: %v, want a refusal naming it", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "calls")); err == nil {

@@ -42,6 +42,7 @@ func TestOnPlacement(t *testing.T) {
 				Name: "kbgen-doctor-gpu3", Command: []string{"sh", "-c", "true"}, RunnerBinary: "/usr/local/bin/kbgen", NoGPU: tt.noGPU,
 			}.DockerRun()
 			if tt.wantErr != "" {
+				// The message is the contract: it names the placement variable the operator must fix.
 				if err == nil || !refusal.IsRefused(err) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want a refusal mentioning %q", err, tt.wantErr)
 				}

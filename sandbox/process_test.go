@@ -281,6 +281,7 @@ func TestProcessLauncherRefuses(t *testing.T) {
 	}
 	t.Run("a protected dir the step's user owns", func(t *testing.T) {
 		err := process.ProtectDirs([]string{owned})
+		// The message is the contract: it names the owner the operator must change.
 		if !refusal.IsRefused(err) || !strings.Contains(err.Error(), "belongs to uid "+strconv.Itoa(uid)) {
 			t.Errorf("protectDirs = %v, want a refusal naming the owner", err)
 		}
@@ -293,6 +294,7 @@ func TestProcessLauncherRefuses(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(open, "results"), 0o700); err != nil {
 			t.Fatal(err)
 		}
+		// The message is the contract: it says which permission the operator must fix.
 		if err := process.CheckPrivateDir(filepath.Join(open, "results")); !refusal.IsRefused(err) || !strings.Contains(err.Error(), "writable by others") {
 			t.Errorf("CheckPrivateDir = %v, want a refusal: its parent is writable", err)
 		}

@@ -76,6 +76,7 @@ func TestReadStep(t *testing.T) {
 				env[k] = v
 			}
 			_, err := ReadStep(lookup(env), tt.req)
+			// The message is the contract: it names the setting the pipeline or node must fix.
 			if err == nil || !tt.is(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want one saying %q", err, tt.want)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/gpu-mode/kbgen/registry"
 	"github.com/gpu-mode/kbgen/sandbox/dockerargv"
 	"github.com/gpu-mode/kbgen/sandbox/dockerargv/dockerargvtest"
+	"github.com/gpu-mode/kbgen/sandbox/refusal"
 	"github.com/gpu-mode/kbgen/signing"
 )
 
@@ -196,6 +197,10 @@ func TestStepSignatureOnHost(t *testing.T) {
 			if tt.code == exitcode.BadJob && !errors.As(err, new(*signing.StepSignatureError)) {
 				t.Errorf("err = %v (%T), want a *signing.StepSignatureError", err, err)
 			}
+			if tt.code == exitcode.TempFail && !refusal.IsRefused(err) {
+				t.Errorf("err = %v (%T), want a refusal: another agent may run the step", err, err)
+			}
+			// The message is the contract: it names what changed, for the operator to find.
 			if err != nil && !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %q, want it to name %q", err, tt.want)
 			}

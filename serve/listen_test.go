@@ -35,6 +35,7 @@ func TestParseListen(t *testing.T) {
 				}
 				return
 			}
+			// The message is the contract: the operator reads which flag to fix and how.
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || exitcode.Of(err) != exitcode.Usage {
 				t.Fatalf("err %v (exit %d), want exit 2 saying %q", err, exitcode.Of(err), tc.wantErr)
 			}
@@ -96,6 +97,7 @@ func TestParseListenTLS(t *testing.T) {
 				}
 				return
 			}
+			// The message is the contract: the operator reads which flag to fix and how.
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || exitcode.Of(err) != exitcode.Usage {
 				t.Fatalf("err %v (exit %d), want exit 2 saying %q", err, exitcode.Of(err), tc.wantErr)
 			}

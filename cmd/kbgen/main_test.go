@@ -36,6 +36,7 @@ func TestExitErrors(t *testing.T) {
 			if stderr.String() != tt.printed {
 				t.Errorf("printed %q, want %q", stderr.String(), tt.printed)
 			}
+			// The text is the contract: it is what a wrapper or a log prints for the error.
 			if got := tt.err.Error(); got != tt.errorMsg {
 				t.Errorf("Error() = %q, want %q", got, tt.errorMsg)
 			}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,9 @@ import (
 	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/payload"
 )
+
+func isPayloadError(err error) bool { return errors.As(err, new(*payload.Error)) }
+func isNotExist(err error) bool     { return errors.Is(err, fs.ErrNotExist) }
 
 func TestCanaryFlags(t *testing.T) {
 	t.Parallel()
@@ -22,20 +27,25 @@ func TestCanaryFlags(t *testing.T) {
 		f     canaryFlags
 		every time.Duration
 		err   string
+		is    func(error) bool // the kind, where there is one beside the usage error
 	}{
 		{name: "off by default", f: canaryFlags{CanaryFloor: 2}},
 		{name: "every 6 hours", f: canaryFlags{CanaryEvery: 6 * time.Hour, CanaryFloor: 2}, every: 6 * time.Hour},
 		{name: "too often", f: canaryFlags{CanaryEvery: 5 * time.Minute, CanaryFloor: 2}, err: "--canary-every 5m0s: at least 10m0s"},
 		{name: "no floor", f: canaryFlags{CanaryEvery: time.Hour}, err: "--canary-floor 0"},
-		{name: "a bad payload", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryPayload: bad}, err: "--canary-payload"},
-		{name: "a missing payload", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryPayload: bad + ".none"}, err: "--canary-payload"},
+		{name: "a bad payload", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryPayload: bad}, err: "--canary-payload", is: isPayloadError},
+		{name: "a missing payload", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryPayload: bad + ".none"}, err: "--canary-payload", is: isNotExist},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg, err := tc.f.config()
 			if tc.err != "" {
+				// The message is the contract: the operator reads which flag to fix.
 				if err == nil || !strings.Contains(err.Error(), tc.err) || exitcode.Of(err) != exitcode.Usage {
 					t.Fatalf("error %v (exit %d), want a usage error containing %q", err, exitcode.Of(err), tc.err)
+				}
+				if tc.is != nil && !tc.is(err) {
+					t.Errorf("error %v (%T), not the kind of failure %s is", err, err, tc.name)
 				}
 				return
 			}

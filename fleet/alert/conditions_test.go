@@ -2,6 +2,7 @@ package alert
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -128,8 +129,12 @@ func TestParseConfig(t *testing.T) {
 			switch {
 			case tc.err == "" && err != nil:
 				t.Errorf("error %v, want none", err)
-			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			case tc.err != "" && !errors.Is(err, ErrConfig):
+				t.Errorf("error %v, want an ErrConfig", err)
+			// The message is the contract: it tells the operator what to fix in the file.
+			case tc.err != "" && !strings.Contains(err.Error(), tc.err):
 				t.Errorf("error %v, want one containing %q", err, tc.err)
+			// The text is the contract: a URL may hold a secret, and must not appear.
 			case err != nil && strings.Contains(err.Error(), "SECRET"):
 				t.Errorf("error %v repeats the URL", err)
 			}

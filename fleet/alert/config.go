@@ -75,13 +75,19 @@ func LoadConfig(path string) (Config, error) {
 	return c, nil
 }
 
-// ParseConfig reads an alerts file; unknown keys are errors.
+// ErrConfig is an alerts file that cannot be used (an unknown key, a
+// receiver named twice, a route to nowhere): the service must not start
+// on it. The error's text says what to fix and never repeats a URL.
+var ErrConfig = errors.New("alerts config")
+
+// ParseConfig reads an alerts file; unknown keys are errors. Its errors
+// wrap ErrConfig.
 func ParseConfig(b []byte) (Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("alerts config: %v", err)
+		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	return c, c.check()
 }
@@ -93,17 +99,17 @@ func (c Config) check() error {
 			return err
 		}
 		if names[r.Name] {
-			return fmt.Errorf("alerts config: receiver %s is named twice", r.Name)
+			return fmt.Errorf("%w: receiver %s is named twice", ErrConfig, r.Name)
 		}
 		names[r.Name] = true
 	}
 	for i, rt := range c.Routes {
 		if len(rt.Receivers) == 0 {
-			return fmt.Errorf("alerts config: route %d names no receiver", i+1)
+			return fmt.Errorf("%w: route %d names no receiver", ErrConfig, i+1)
 		}
 		for _, n := range rt.Receivers {
 			if !names[n] {
-				return fmt.Errorf("alerts config: route %d names receiver %q, which is not defined", i+1, n)
+				return fmt.Errorf("%w: route %d names receiver %q, which is not defined", ErrConfig, i+1, n)
 			}
 		}
 	}
@@ -112,17 +118,17 @@ func (c Config) check() error {
 
 func (r Receiver) check() error {
 	if r.Name == "" {
-		return errors.New("alerts config: a receiver has no name")
+		return fmt.Errorf("%w: a receiver has no name", ErrConfig)
 	}
 	if r.Kind != KindSlack && r.Kind != KindWebhook {
-		return fmt.Errorf("alerts config: receiver %s: kind %q, want %s or %s", r.Name, r.Kind, KindSlack, KindWebhook)
+		return fmt.Errorf("%w: receiver %s: kind %q, want %s or %s", ErrConfig, r.Name, r.Kind, KindSlack, KindWebhook)
 	}
 	if (r.URL == "") == (r.URLFile == "") {
-		return fmt.Errorf("alerts config: receiver %s: give one of url and url_file", r.Name)
+		return fmt.Errorf("%w: receiver %s: give one of url and url_file", ErrConfig, r.Name)
 	}
 	if r.URL != "" {
 		if err := checkURL(r.URL); err != nil {
-			return fmt.Errorf("alerts config: receiver %s: %w", r.Name, err)
+			return fmt.Errorf("%w: receiver %s: %w", ErrConfig, r.Name, err)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package canary
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -49,6 +50,10 @@ func Due(targets []Target, last map[string]time.Time, every time.Duration, now t
 // re-run: the noise record blamed something outside the job.
 const NoisyVerdict = "noisy"
 
+// ErrNoFacts is a canary without run facts: no attempt said which agent
+// ran it, so its score belongs to no agent.
+var ErrNoFacts = errors.New("no run facts")
+
 // PointFrom makes a finished canary's point from its result and the run
 // facts of its attempts (the last attempt is the one that produced the
 // result). The context is the facts' driver, image digest and kbgen
@@ -56,7 +61,7 @@ const NoisyVerdict = "noisy"
 // and the CPU model.
 func PointFrom(runID string, res *payload.FullResult, facts []runfacts.Facts, at time.Time) (Point, error) {
 	if len(facts) == 0 {
-		return Point{}, fmt.Errorf("canary %s: no run facts: cannot say which agent ran it", runID)
+		return Point{}, fmt.Errorf("canary %s: %w: cannot say which agent ran it", runID, ErrNoFacts)
 	}
 	f := facts[len(facts)-1]
 	p := Point{Agent: f.Agent, RunID: runID, At: at, Noisy: f.Noise == NoisyVerdict}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,27 +30,35 @@ func TestScore(t *testing.T) {
 		name string
 		res  *payload.FullResult
 		want float64
-		err  string
+		err  error  // ErrNoScore, or a *ResultError of key
+		key  string // the result key a *ResultError names
 	}{
 		{name: "geometric mean", res: result("benchmark", two), want: 200},
 		{name: "one benchmark is its mean exactly", res: result("benchmark", map[string]string{"benchmark-count": "1", "benchmark.0.mean": "1000"}), want: 1000},
 		{name: "the leaderboard run first", res: both, want: 200},
-		{name: "nil", res: nil, err: ErrNoScore.Error()},
-		{name: "failed", res: failed, err: ErrNoScore.Error()},
-		{name: "not passed", res: notPassed, err: ErrNoScore.Error()},
-		{name: "no count", res: result("benchmark", map[string]string{"benchmark.0.mean": "1"}), err: "benchmark-count"},
-		{name: "count too large", res: result("benchmark", map[string]string{"benchmark-count": "65"}), err: "benchmark-count"},
-		{name: "a mean missing", res: result("benchmark", map[string]string{"benchmark-count": "2", "benchmark.0.mean": "1"}), err: "benchmark.1.mean"},
-		{name: "a zero mean", res: result("benchmark", map[string]string{"benchmark-count": "1", "benchmark.0.mean": "0"}), err: "positive"},
-		{name: "NaN", res: result("benchmark", map[string]string{"benchmark-count": "1", "benchmark.0.mean": "NaN"}), err: "positive"},
-		{name: "infinite", res: result("benchmark", map[string]string{"benchmark-count": "1", "benchmark.0.mean": "+Inf"}), err: "positive"},
+		{name: "nil", res: nil, err: ErrNoScore},
+		{name: "failed", res: failed, err: ErrNoScore},
+		{name: "not passed", res: notPassed, err: ErrNoScore},
+		{name: "no count", res: result("benchmark", map[string]string{"benchmark.0.mean": "1"}), key: "benchmark-count"},
+		{name: "count too large", res: result("benchmark", map[string]string{"benchmark-count": "65"}), key: "benchmark-count"},
+		{name: "a mean missing", res: result("benchmark", map[string]string{"benchmark-count": "2", "benchmark.0.mean": "1"}), key: "benchmark.1.mean"},
+		{name: "a zero mean", res: result("benchmark", map[string]string{"benchmark-count": "1", "benchmark.0.mean": "0"}), key: "benchmark.0.mean"},
+		{name: "NaN", res: result("benchmark", map[string]string{"benchmark-count": "1", "benchmark.0.mean": "NaN"}), key: "benchmark.0.mean"},
+		{name: "infinite", res: result("benchmark", map[string]string{"benchmark-count": "1", "benchmark.0.mean": "+Inf"}), key: "benchmark.0.mean"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := Score(tc.res)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("Score = %v, %v; want an error containing %q", got, err, tc.err)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("Score = %v, %v; want %v", got, err, tc.err)
+				}
+				return
+			}
+			if tc.key != "" {
+				var re *ResultError
+				if !errors.As(err, &re) || re.Key != tc.key || re.Value != tc.res.Runs["benchmark"].Run.Result[tc.key] {
+					t.Fatalf("Score = %v, %v; want a ResultError of %s", got, err, tc.key)
 				}
 				return
 			}
@@ -97,8 +104,8 @@ func TestPointFrom(t *testing.T) {
 	})
 	t.Run("no facts: no agent", func(t *testing.T) {
 		t.Parallel()
-		if _, err := PointFrom("c", res, nil, at); err == nil || !strings.Contains(err.Error(), "run facts") {
-			t.Fatalf("error %v, want one naming the run facts", err)
+		if _, err := PointFrom("c", res, nil, at); !errors.Is(err, ErrNoFacts) {
+			t.Fatalf("error %v, want ErrNoFacts", err)
 		}
 	})
 }

@@ -31,6 +31,11 @@ func (s Scope) Sees(queue string) bool { return s.All() || slices.Contains(s.Que
 // show a vendor's fleet to anyone.
 const minTokenLen = 16
 
+// ErrVendorTokens is a vendor token file that cannot be used (not the
+// JSON it should be, a short or shared token, an entry without queues):
+// the dashboard must not start on it.
+var ErrVendorTokens = errors.New("vendor tokens")
+
 // LoadVendorTokens reads a vendor token file: a JSON list of
 // {"vendor", "token", "queues"}; each needs a name, a token of 16 bytes or
 // more used once, and at least one queue.
@@ -39,19 +44,19 @@ func LoadVendorTokens(r io.Reader) ([]Scope, error) {
 	dec := json.NewDecoder(io.LimitReader(r, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&scopes); err != nil {
-		return nil, fmt.Errorf("vendor tokens: not a JSON list of {vendor, token, queues}: %v", err)
+		return nil, fmt.Errorf("%w: not a JSON list of {vendor, token, queues}: %v", ErrVendorTokens, err)
 	}
 	seen := map[string]bool{}
 	for i, s := range scopes {
 		switch {
 		case s.Name == "":
-			return nil, fmt.Errorf("vendor tokens: entry %d has no vendor", i+1)
+			return nil, fmt.Errorf("%w: entry %d has no vendor", ErrVendorTokens, i+1)
 		case len(s.Token) < minTokenLen:
-			return nil, fmt.Errorf("vendor tokens: %s's token is shorter than %d bytes", s.Name, minTokenLen)
+			return nil, fmt.Errorf("%w: %s's token is shorter than %d bytes", ErrVendorTokens, s.Name, minTokenLen)
 		case len(s.Queues) == 0:
-			return nil, fmt.Errorf("vendor tokens: %s names no queue", s.Name)
+			return nil, fmt.Errorf("%w: %s names no queue", ErrVendorTokens, s.Name)
 		case seen[s.Token]:
-			return nil, fmt.Errorf("vendor tokens: %s's token is another entry's too", s.Name)
+			return nil, fmt.Errorf("%w: %s's token is another entry's too", ErrVendorTokens, s.Name)
 		}
 		seen[s.Token] = true
 	}

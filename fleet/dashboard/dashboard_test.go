@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -79,7 +80,11 @@ func TestLoadVendorTokens(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := LoadVendorTokens(strings.NewReader(tc.in))
-			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			if (tc.want == "") != (err == nil) || (err != nil && !errors.Is(err, ErrVendorTokens)) {
+				t.Fatalf("error %v, want an ErrVendorTokens saying %q", err, tc.want)
+			}
+			// The message is the contract: it tells the operator which entry to fix.
+			if err != nil && !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})

@@ -134,8 +134,19 @@ func Decode(v string) (Facts, string, error) {
 	return f.Clean(), job, nil
 }
 
+// AttemptError is an attempt's facts that could not be read (Decode's
+// error); its text names the attempt's meta-data key.
+type AttemptError struct {
+	Attempt int
+	Err     error
+}
+
+func (e *AttemptError) Error() string { return Key(e.Attempt) + ": " + e.Err.Error() }
+func (e *AttemptError) Unwrap() error { return e.Err }
+
 // FromMetaData is every attempt's facts a build's meta-data carries, in
-// attempt order; unreadable ones are skipped and reported in errs.
+// attempt order; unreadable ones are skipped and reported in errs, each
+// an *AttemptError.
 func FromMetaData(md map[string]string) (all []Facts, errs []error) {
 	for attempt := 1; attempt <= MaxAttempts; attempt++ {
 		v, ok := md[Key(attempt)]
@@ -144,7 +155,7 @@ func FromMetaData(md map[string]string) (all []Facts, errs []error) {
 		}
 		f, _, err := Decode(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", Key(attempt), err))
+			errs = append(errs, &AttemptError{Attempt: attempt, Err: err})
 			continue
 		}
 		f.Attempt = attempt

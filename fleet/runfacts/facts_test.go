@@ -37,8 +37,13 @@ func TestFromMetaData(t *testing.T) {
 	if len(all) != 2 || all[0].Agent != "a" || all[0].Attempt != 1 || all[1].Agent != "b" || all[1].Attempt != 2 {
 		t.Errorf("facts %+v", all)
 	}
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), Key(3)) {
-		t.Errorf("errors %v, want one naming %s", errs, Key(3))
+	var bad *AttemptError
+	if len(errs) != 1 || !errors.As(errs[0], &bad) || bad.Attempt != 3 {
+		t.Fatalf("errors %v, want one of attempt 3", errs)
+	}
+	// The text is the contract: the service's log names the meta-data key to look at.
+	if !strings.HasPrefix(errs[0].Error(), Key(3)+": run facts: ") {
+		t.Errorf("error %q, want it to name %s", errs[0], Key(3))
 	}
 }
 

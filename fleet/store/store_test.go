@@ -67,6 +67,7 @@ func TestServiceOwnsItsDatabase(t *testing.T) {
 			}
 			s.Close()
 			o.Service = "kbgen-staging"
+			// The message is the contract: it names the service that owns the database.
 			if _, err := Open(context.Background(), o); !errors.Is(err, ErrOtherService) || !strings.Contains(err.Error(), `"kbgen"`) {
 				t.Fatalf("another service opened it: %v", err)
 			}

@@ -95,6 +95,7 @@ func TestGPUs(t *testing.T) {
 			}
 			got, err := GPUs(reg)
 			if tc.wantErr != "" {
+				// The message is the contract: it names the Kernelbot GPU both queues would take, for the operator to rename one.
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v; want %q", err, tc.wantErr)
 				}

@@ -44,12 +44,16 @@ func TestArtifactUploadStopsAtTheFinalStates(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = agent.ArtifactUpload(context.Background(), t.TempDir(), []string{"result.json"})
+			var ce *CallError
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("err %v, want none", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			case tc.wantErr != "" && (!errors.As(err, &ce) || ce.Exit != tc.exit):
+				t.Fatalf("err %v, want the upload's exit %d", err, tc.exit)
+			// The summary is the contract: the job log shows the agent's own words, DEBUG lines left out.
+			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
 				t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
-			case err != nil && (strings.Contains(err.Error(), "DEBUG") || strings.Contains(err.Error(), "planted")):
+			case err != nil && (strings.Contains(ce.Output, "DEBUG") || strings.Contains(ce.Output, "planted")):
 				t.Errorf("the error carries DEBUG lines or what continues them: %v", err)
 			}
 			_, statErr := os.Stat(filepath.Join(logDir, "upload.exited"))

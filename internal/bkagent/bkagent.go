@@ -106,15 +106,28 @@ func (a *Agent) run(ctx context.Context, dir string, stdin []byte, args ...strin
 	return ranErr("buildkite-agent "+args[0]+" "+args[1], cmd.Run(), out.String())
 }
 
-// ranErr is a finished agent call's error: nil, its exit status with the
-// summary of its output, or why it could not run.
+// CallError is an agent call that ran and exited non-zero: the agent
+// answered no (a 403, a missing artifact), as opposed to a call that
+// could not run at all. Output is the summary of what it printed.
+type CallError struct {
+	Call   string // "buildkite-agent artifact upload"
+	Exit   int
+	Output string
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("%s failed (exit %d): %s", e.Call, e.Exit, e.Output)
+}
+
+// ranErr is a finished agent call's error: nil, a *CallError with its
+// exit status and the summary of its output, or why it could not run.
 func ranErr(what string, err error, output string) error {
 	if err == nil {
 		return nil
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.Exited() {
-		return fmt.Errorf("%s failed (exit %d): %s", what, ee.ExitCode(), summary(output))
+		return &CallError{Call: what, Exit: ee.ExitCode(), Output: summary(output)}
 	}
 	return fmt.Errorf("running %s: %w", what, err)
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -60,16 +59,20 @@ func TestAgentFailureCarriesItsOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = agent.ArtifactUpload(context.Background(), t.TempDir(), []string{"result.json"})
-	want := "buildkite-agent artifact upload failed (exit 1): fatal: failed to upload (stand-in)"
-	if err == nil || err.Error() != want {
-		t.Errorf("err %v, want %q", err, want)
+	var ce *CallError
+	if !errors.As(err, &ce) || ce.Call != "buildkite-agent artifact upload" || ce.Exit != 1 || ce.Output != "fatal: failed to upload (stand-in)" {
+		t.Fatalf("err %v, want the upload's exit 1 and its output", err)
+	}
+	// The message is the contract: the job log shows what the agent said.
+	if want := "buildkite-agent artifact upload failed (exit 1): fatal: failed to upload (stand-in)"; err.Error() != want {
+		t.Errorf("err %q, want %q", err, want)
 	}
 }
 
 func TestFindOnlyOnTheGivenPath(t *testing.T) {
 	_, err := Find("", []string{"PATH=" + t.TempDir()})
 	var nf *NotFoundError
-	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "buildkite-agent not found on PATH") {
+	if !errors.As(err, &nf) || nf.Name != "buildkite-agent" {
 		t.Errorf("empty PATH: %v", err)
 	}
 	if _, err := Find("no-such-agent-xyz", standIn(t)); err == nil {

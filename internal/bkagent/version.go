@@ -57,11 +57,20 @@ func (v Version) Less(o Version) bool {
 	return false
 }
 
-// CheckVersion refuses an agent older than MinVersion, saying why.
+// OldAgentError is an agent older than MinVersion: one a running job
+// would never see a cancel or its timeout on.
+type OldAgentError struct{ Version Version }
+
+func (e *OldAgentError) Error() string {
+	return fmt.Sprintf("buildkite-agent %s is older than %s: a running job would never see a cancel or its timeout; install %s", e.Version, MinVersion, TestedVersion)
+}
+
+// CheckVersion refuses an agent older than MinVersion with an
+// *OldAgentError, saying why.
 func CheckVersion(v Version) error {
 	minV, _ := ParseVersion(MinVersion)
 	if v.Less(minV) {
-		return fmt.Errorf("buildkite-agent %s is older than %s: a running job would never see a cancel or its timeout; install %s", v, MinVersion, TestedVersion)
+		return &OldAgentError{Version: v}
 	}
 	return nil
 }

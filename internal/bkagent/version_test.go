@@ -1,6 +1,7 @@
 package bkagent
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"strings"
@@ -10,17 +11,17 @@ import (
 func TestCheckVersion(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		out     string
-		want    string
-		wantErr string
+		out  string
+		want string
+		old  bool
 	}{
-		{"buildkite-agent version 3.52.1, build x", "3.52.1", ""},
-		{"buildkite-agent version 3.50.2, build 1", "3.50.2", ""},
-		{"buildkite-agent version 3.100.0, build 1", "3.100.0", ""},
-		{"buildkite-agent version 3.50.1, build 1", "3.50.1", "never see a cancel"},
-		{"buildkite-agent version 3.50.0", "3.50.0", "older than 3.50.2"},
-		{"buildkite-agent version 2.6.10", "2.6.10", "older than 3.50.2"},
-		{"3.52.1", "3.52.1", ""},
+		{"buildkite-agent version 3.52.1, build x", "3.52.1", false},
+		{"buildkite-agent version 3.50.2, build 1", "3.50.2", false},
+		{"buildkite-agent version 3.100.0, build 1", "3.100.0", false},
+		{"buildkite-agent version 3.50.1, build 1", "3.50.1", true},
+		{"buildkite-agent version 3.50.0", "3.50.0", true},
+		{"buildkite-agent version 2.6.10", "2.6.10", true},
+		{"3.52.1", "3.52.1", false},
 	} {
 		t.Run(tc.out, func(t *testing.T) {
 			v, err := ParseVersion(tc.out)
@@ -28,8 +29,13 @@ func TestCheckVersion(t *testing.T) {
 				t.Fatalf("ParseVersion = %v, %v; want %s", v, err, tc.want)
 			}
 			err = CheckVersion(v)
-			if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Errorf("CheckVersion(%s) = %v, want %q", v, err, tc.wantErr)
+			var old *OldAgentError
+			if errors.As(err, &old) != tc.old || (tc.old && old.Version != v) || (!tc.old && err != nil) {
+				t.Fatalf("CheckVersion(%s) = %v, want too old: %v", v, err, tc.old)
+			}
+			// The message is the contract: the operator reads why and what to install.
+			if tc.old && !strings.Contains(err.Error(), "older than "+MinVersion+": a running job would never see a cancel or its timeout; install "+TestedVersion) {
+				t.Errorf("CheckVersion(%s) = %v, want it to say why and what to install", v, err)
 			}
 		})
 	}

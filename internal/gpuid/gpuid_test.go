@@ -51,6 +51,7 @@ func TestGrammar(t *testing.T) {
 				// The text is what the operator reads: it says what is wanted.
 				t.Errorf("%q: error %v, want one saying %s", tc.in, err, tc.want)
 			case err != nil && strings.Contains(err.Error(), "\n"):
+				// The text is the contract: a quoted value must not forge a log line.
 				t.Errorf("error text has a raw newline: %q", err.Error())
 			}
 		})

@@ -6,6 +6,7 @@
 package noisepolicy
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -44,11 +45,27 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
+// Error is a noise policy that cannot be used. Key is the setting at
+// fault (max_steal_percent, an unknown key), the whole item when it is
+// not key=value; its text names it for the registry's author.
+type Error struct {
+	Key string
+	err error
+}
+
+func (e *Error) Error() string { return e.err.Error() }
+func (e *Error) Unwrap() error { return errors.Unwrap(e.err) }
+
+// errorf is an *Error of key; a %w in format is what it wraps.
+func errorf(key, format string, args ...any) error {
+	return &Error{Key: key, err: fmt.Errorf(format, args...)}
+}
+
 // Validate rejects thresholds outside 0..100.
 func (p Policy) Validate() error {
 	for name, v := range map[string]float64{"max_steal_percent": p.MaxStealPercent, "max_foreign_percent": p.MaxForeignPercent} {
 		if v < 0 || v > 100 {
-			return fmt.Errorf("noise.%s %g must be between 0 and 100", name, v)
+			return errorf(name, "noise.%s %g must be between 0 and 100", name, v)
 		}
 	}
 	return nil
@@ -71,7 +88,7 @@ func Parse(s string) (Policy, error) {
 		}
 		k, v, ok := strings.Cut(item, "=")
 		if !ok {
-			return p, fmt.Errorf("%s: %q is not key=value", contract.EnvNoisePolicy, item)
+			return p, errorf(item, "%s: %q is not key=value", contract.EnvNoisePolicy, item)
 		}
 		var err error
 		switch k {
@@ -82,10 +99,10 @@ func Parse(s string) (Policy, error) {
 		case "retry":
 			p.Retry, err = strconv.ParseBool(v)
 		default:
-			return p, fmt.Errorf("%s: unknown key %q", contract.EnvNoisePolicy, k)
+			return p, errorf(k, "%s: unknown key %q", contract.EnvNoisePolicy, k)
 		}
 		if err != nil {
-			return p, fmt.Errorf("%s: %s: %w", contract.EnvNoisePolicy, k, err)
+			return p, errorf(k, "%s: %s: %w", contract.EnvNoisePolicy, k, err)
 		}
 	}
 	if err := p.Validate(); err != nil {

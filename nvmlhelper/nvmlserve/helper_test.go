@@ -1,6 +1,7 @@
 package nvmlserve
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -94,7 +95,9 @@ func TestHelper(t *testing.T) {
 		t.Fatalf("Sample = %+v, %v; want GPU 1 at 1979 MHz", samples, err)
 	}
 	// A request the helper refuses leaves it serving.
-	if _, err := h.Sample("GPU-ffffffff-0000-4000-8000-000000000001"); err == nil || !strings.Contains(err.Error(), "ERROR_INVALID_ARGUMENT") {
+	_, err = h.Sample("GPU-ffffffff-0000-4000-8000-000000000001")
+	// NVML's return code in the text is the contract: it is what the operator looks up.
+	if re := new(nvmlhelper.ReplyError); !errors.As(err, &re) || !strings.Contains(re.Msg, "ERROR_INVALID_ARGUMENT") {
 		t.Errorf("Sample(unknown) error = %v, want the helper's ERROR_INVALID_ARGUMENT", err)
 	}
 	inv, err := h.Inventory()
@@ -112,43 +115,68 @@ func TestHelper(t *testing.T) {
 func TestHelperFails(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		mode     string
-		startErr string // "" starts
-		callErr  string
+		mode  string
+		start bool   // fails to start
+		want  any    // the kind: a pointer to its type, for errors.As
+		says  string // in the helper's own words (Msg, Stderr), where it has any
 	}{
-		{mode: "nolib", startErr: "kbgen-nvml: loading NVML: ERROR_LIBRARY_NOT_FOUND"},
-		{mode: "loader", startErr: "GLIBC_2.34' not found"},
-		{mode: "future", startErr: "kbgen-nvml speaks protocol 2, this kbgen 1"},
-		{mode: "hang", callErr: "no reply within 200ms"},
-		{mode: "crash", callErr: "segmentation fault in libnvidia-ml"},
+		{mode: "nolib", start: true, want: new(*nvmlhelper.ReplyError), says: "loading NVML: ERROR_LIBRARY_NOT_FOUND"},
+		{mode: "loader", start: true, want: new(*nvmlhelper.ExitError), says: "GLIBC_2.34' not found"},
+		{mode: "future", start: true, want: new(*nvmlhelper.ProtocolError)},
+		{mode: "hang", want: new(*nvmlhelper.NoReplyError)},
+		{mode: "crash", want: new(*nvmlhelper.ExitError), says: "segmentation fault in libnvidia-ml"},
 		// Gone before the request: the write or the read fails, and
 		// either way the error carries what it said on stderr.
-		{mode: "gone", callErr: "the driver went away"},
+		{mode: "gone", want: new(*nvmlhelper.ExitError), says: "the driver went away"},
 		// Killed after its silence, the helper's child still holds its
 		// stderr: the call returns anyway (WaitDelay), not after the child.
-		{mode: "grandchild", callErr: "no reply within 200ms"},
+		{mode: "grandchild", want: new(*nvmlhelper.NoReplyError)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
 			h, err := startHelper(t, tc.mode, 200*time.Millisecond)
-			if tc.startErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.startErr) {
-					t.Fatalf("Start error = %v, want one saying %q", err, tc.startErr)
-				}
+			if tc.start {
+				wantHelperError(t, "Start", err, tc.want, tc.says)
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, err = h.Sample()
-			if err == nil || !strings.Contains(err.Error(), tc.callErr) {
-				t.Fatalf("Sample error = %v, want one saying %q", err, tc.callErr)
-			}
+			wantHelperError(t, "Sample", err, tc.want, tc.says)
 			// Broken once, the helper stays closed: callers fall back once.
-			if _, again := h.Inventory(); again == nil || again.Error() != err.Error() {
+			if _, again := h.Inventory(); !errors.Is(again, err) {
 				t.Errorf("the next call's error = %v, want the first failure again", again)
 			}
 		})
+	}
+}
+
+// wantHelperError: err is of want's kind (errors.As into want) and says
+// says in the helper's own words.
+func wantHelperError(t *testing.T, call string, err error, want any, says string) {
+	t.Helper()
+	if !errors.As(err, want) {
+		t.Fatalf("%s error = %v, want a %T", call, err, want)
+	}
+	var words string
+	switch e := want.(type) {
+	case **nvmlhelper.ReplyError:
+		words = (*e).Msg
+	case **nvmlhelper.ExitError:
+		words = (*e).Stderr
+	case **nvmlhelper.NoReplyError:
+		if (*e).Timeout != 200*time.Millisecond {
+			t.Errorf("%s error = %v, want the 200ms timeout", call, err)
+		}
+	case **nvmlhelper.ProtocolError:
+		if (*e).Helper == nvmlhelper.Protocol {
+			t.Errorf("%s error = %v, want another protocol than ours", call, err)
+		}
+	}
+	// The helper's own words are the contract: they are all the operator has of why it failed.
+	if !strings.Contains(words, says) {
+		t.Errorf("%s error = %v, want it to say %q", call, err, says)
 	}
 }

@@ -257,6 +257,7 @@ func TestPlanRefuses(t *testing.T) {
 			if err == nil {
 				t.Fatalf("planned:\n%s", s)
 			}
+			// The message is the contract: the job log says what the step asked that the agent cannot give.
 			if refusal.IsRefused(err) != tt.refused || refusal.IsConfigError(err) == tt.refused || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v (refused %v), want refused=%v mentioning %q", err, refusal.IsRefused(err), tt.refused, tt.want)
 			}

@@ -97,6 +97,7 @@ func TestGrantGPUsRefuses(t *testing.T) {
 			cfg := testConfig(tt.rt)
 			cfg.GPUs, cfg.CPUs = tt.gpus, 0
 			_, err := dockerargv.DockerRun(cfg, mustPlacement(t, tt.env), host, testOptions())
+			// The message is the contract: the job log tells the operator why the agent said no.
 			if !refusal.IsRefused(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want a refusal saying %q", err, tt.want)
 			}

@@ -54,6 +54,7 @@ func TestPlacementFromEnvRefuses(t *testing.T) {
 				env[k] = v
 			}
 			_, err := dockerargv.PlacementFromEnv(contract.MapLookup(env))
+			// The message is the contract: it names the placement variable the node operator must fix.
 			if !refusal.IsRefused(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want a refusal mentioning %q", err, tt.want)
 			}

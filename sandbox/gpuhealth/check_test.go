@@ -93,6 +93,7 @@ func TestGPUCheckXid(t *testing.T) {
 			c := Check{StateDir: state, KernelLog: "testdata/kmsg/nvidia-xid.txt", Path: path}
 			err := c.Run(context.Background(), "nvidia", []string{tt.id})
 			gpuhealthtest.WantRefusal(t, err, tt.want)
+			// The message is the contract: the job log lists the Xids the operator must look at.
 			if tt.want != "" && strings.Contains(err.Error(), "Xid 13") {
 				t.Errorf("a program's Xid 13 counted: %v", err)
 			}
@@ -238,6 +239,7 @@ func TestGPUCheckAMDKernelLog(t *testing.T) {
 			c := Check{StateDir: state, Sysfs: amdSysfs(t, nil), KernelLog: "testdata/kmsg/amdgpu-timeout.txt"}
 			err := c.Run(context.Background(), "rocm", []string{tt.id})
 			gpuhealthtest.WantRefusal(t, err, tt.want)
+			// The message is the contract: the job log quotes each kernel log line the operator must look at.
 			if strings.Count(err.Error(), "logged since the last job") != 1 {
 				t.Errorf("want exactly this GPU's line: %v", err)
 			}
@@ -410,6 +412,7 @@ func TestGPUCheckMIG(t *testing.T) {
 			c := Check{StateDir: state, KernelLog: klog, Reset: true, Path: path}
 			err := c.Run(context.Background(), "nvidia", []string{tt.id})
 			gpuhealthtest.WantRefusal(t, err, tt.want)
+			// The message is the contract: it tells the operator no reset was tried.
 			if tt.want != "" && !strings.Contains(err.Error(), "not cleared by a reset") {
 				t.Errorf("a MIG instance's fault was reset (or tried): %v", err)
 			}

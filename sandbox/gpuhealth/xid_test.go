@@ -161,6 +161,7 @@ func TestGPUCheckHostileKernelLogAMD(t *testing.T) {
 				Path: path}
 			err := c.Run(context.Background(), "rocm", []string{tt.id})
 			gpuhealthtest.WantRefusal(t, err, tt.want)
+			// The message is the contract: the job log quotes the one kernel log line at fault.
 			if err != nil && !strings.HasSuffix(err.Error(), "clean-GPU check: "+tt.want) {
 				t.Errorf("refused for more than its own timeout: %v", err)
 			}

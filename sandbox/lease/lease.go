@@ -78,8 +78,13 @@ func orDash(s string) string {
 
 // BusyError is a job that waited out KBGEN_LEASE_WAIT: a refusal
 // (75), but the node was busy, not at fault, so it is no machine fault of
-// the agent's (RecordExit).
-type BusyError struct{ err error }
+// the agent's (RecordExit). GPU and Holder say which GPU stayed held
+// and by whom (the holder's lock file, made printable).
+type BusyError struct {
+	GPU    string
+	Holder string
+	err    error
+}
 
 func (e *BusyError) Error() string { return e.err.Error() }
 func (e *BusyError) Unwrap() error { return e.err }
@@ -194,7 +199,7 @@ func (w *leaseWait) take(ctx context.Context, id, suffix string) (*os.File, erro
 		now := time.Now()
 		if now.After(w.deadline) {
 			f.Close()
-			return nil, &BusyError{refusal.Refusef("GPU %s is still held by %s after waiting %s (%s); another agent can take this job", id, w.holder(id), w.o.Wait, contract.EnvLeaseWait)}
+			return nil, w.busy(id)
 		}
 		if now.Sub(lastReport) >= leaseReport {
 			what := "in use"
@@ -211,6 +216,13 @@ func (w *leaseWait) take(ctx context.Context, id, suffix string) (*os.File, erro
 		case <-time.After(leasePoll):
 		}
 	}
+}
+
+// busy is the refusal of a job whose wait for GPU id ran out.
+func (w *leaseWait) busy(id string) *BusyError {
+	holder := w.holder(id)
+	err := refusal.Refusef("GPU %s is still held by %s after waiting %s (%s); another agent can take this job", id, holder, w.o.Wait, contract.EnvLeaseWait)
+	return &BusyError{GPU: id, Holder: holder, err: err}
 }
 
 // holder is what the GPU's lock file says about its holder, made safe to

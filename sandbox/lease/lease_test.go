@@ -18,6 +18,17 @@ import (
 	"github.com/gpu-mode/kbgen/sandbox/refusal"
 )
 
+// mustBusy is err as the BusyError of a wait for gpu that ran out: a
+// refusal (75), another agent may take the job.
+func mustBusy(t *testing.T, err error, gpu string) *BusyError {
+	t.Helper()
+	var busy *BusyError
+	if !errors.As(err, &busy) || !refusal.IsRefused(err) || busy.GPU != gpu {
+		t.Fatalf("%v, want a refusal: %s stayed busy", err, gpu)
+	}
+	return busy
+}
+
 // leaseOpts is a lease in dir for holder, waiting at most wait, logging
 // into log.
 func leaseOpts(dir, holder string, wait time.Duration, log *syncbuf.Buffer) Options {
@@ -54,11 +65,13 @@ func TestLeaseExcludes(t *testing.T) {
 
 	var log syncbuf.Buffer
 	_, err := Acquire(context.Background(), []string{"GPU-b"}, leaseOpts(dir, "job B", 200*time.Millisecond, &log))
-	if !refusal.IsRefused(err) || !strings.Contains(err.Error(), "GPU-b is still held by job A since ") {
-		t.Fatalf("a held GPU: %v, want a refusal naming job A", err)
+	busy := mustBusy(t, err, "GPU-b")
+	if !strings.HasPrefix(busy.Holder, "job A since ") {
+		t.Errorf("a held GPU: holder %q, want job A since when", busy.Holder)
 	}
-	if !errors.As(err, new(*BusyError)) {
-		t.Errorf("%v is not a BusyError (a busy node, no machine fault)", err)
+	// The message is the contract: the job's log tells the operator who holds the GPU.
+	if !strings.Contains(err.Error(), "GPU-b is still held by "+busy.Holder+" after waiting ") {
+		t.Errorf("the refusal does not name the GPU and its holder: %v", err)
 	}
 	if !strings.Contains(log.String(), "waiting for GPU GPU-b (in use, 0s so far): held by job A since") {
 		t.Errorf("the job log does not show the wait and the holder:\n%s", log.String())
@@ -88,9 +101,7 @@ func TestLeaseWriterPreference(t *testing.T) {
 
 	// GPU-1 is idle, but claimed: a new one-GPU job must not slip in.
 	_, err := Acquire(context.Background(), []string{"GPU-1"}, leaseOpts(dir, "late one-GPU job", 300*time.Millisecond, nil))
-	if !refusal.IsRefused(err) || !strings.Contains(err.Error(), "GPU-1") {
-		t.Fatalf("a one-GPU job took a GPU claimed by a waiting 4-GPU job: %v", err)
-	}
+	mustBusy(t, err, "GPU-1")
 	one.Release()
 	select {
 	case err := <-got:
@@ -136,8 +147,9 @@ func TestLeaseKilledHolderFreesIt(t *testing.T) {
 	dir := t.TempDir()
 	holder, ready := startLeaseHelper(t, dir, "GPU-k", "0")
 	<-ready
-	if _, err := Acquire(context.Background(), []string{"GPU-k"}, leaseOpts(dir, "w", 200*time.Millisecond, nil)); !refusal.IsRefused(err) || !strings.Contains(err.Error(), "helper") {
-		t.Fatalf("while the helper holds it: %v", err)
+	_, err := Acquire(context.Background(), []string{"GPU-k"}, leaseOpts(dir, "w", 200*time.Millisecond, nil))
+	if busy := mustBusy(t, err, "GPU-k"); !strings.Contains(busy.Holder, "helper") {
+		t.Errorf("while the helper holds it: holder %q, want the helper", busy.Holder)
 	}
 	if err := holder.Process.Kill(); err != nil {
 		t.Fatal(err)

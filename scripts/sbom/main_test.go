@@ -45,6 +45,7 @@ func TestFromBuildInfo(t *testing.T) {
 			t.Parallel()
 			bom, err := FromBuildInfo(tc.bi, sha, Stamp{Version: "v0.1.0", Commit: "0123abc", Date: "2026-11-24T12:00:00Z"})
 			if tc.wantErr != "" {
+				// The message is the contract: the release script prints it as what to fix in the build.
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)
 				}

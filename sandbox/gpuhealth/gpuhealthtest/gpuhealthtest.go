@@ -70,6 +70,7 @@ func WantRefusal(t testing.TB, err error, want string) {
 		}
 		return
 	}
+	// The message is the contract: the job log names each problem for the operator.
 	if !refusal.IsRefused(err) || !strings.Contains(err.Error(), want) {
 		t.Errorf("err = %v, want a refusal (75) saying %q", err, want)
 	}
