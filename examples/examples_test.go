@@ -65,7 +65,7 @@ func TestSubmissionErrors(t *testing.T) {
 		}
 	}
 	// The message lists what there is: the user's next try.
-	if _, err := Submission("identity", "missing"); err == nil || !strings.Contains(err.Error(), `no submission "missing" (have: submission, cheat-daemon`) {
+	if _, err := Submission("identity", "missing"); !errors.Is(err, ErrNoSubmission) || !strings.Contains(err.Error(), `no submission "missing" (have: submission, cheat-daemon`) {
 		t.Errorf("identity/missing: %v, want the submissions listed", err)
 	}
 	if s, err := Submission("identity", "cheat-pipe"); err != nil || !strings.Contains(s, "check: pass") {

@@ -23,6 +23,7 @@ func TestLoadPicksOneSource(t *testing.T) {
 	task := filepath.Join("..", "examples", "identity")
 	sub := filepath.Join(task, "wrong.py")
 	notExist := func(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+	usage := func(err error) bool { return errors.As(err, new(*UsageError)) }
 	for _, tc := range []struct {
 		name     string
 		src      Source
@@ -33,17 +34,17 @@ func TestLoadPicksOneSource(t *testing.T) {
 		wantMsg  string           // a prefix of the message, where the message is all the user gets (conflicting flags)
 	}{
 		{"default example", Source{}, Options{DefaultExample: true, DefaultMode: payload.ModeLeaderboard}, payload.ModeLeaderboard, exitcode.OK, nil, ""},
-		{"no default", Source{}, Options{}, "", exitcode.Usage, nil, "no job"},
+		{"no default", Source{}, Options{}, "", exitcode.Usage, usage, "no job"},
 		{"example mode", Source{Example: "identity", Submission: "wrong", Mode: payload.ModeBenchmark}, Options{DefaultMode: payload.ModeTest}, payload.ModeBenchmark, exitcode.OK, nil, ""},
 		{"example file", Source{Example: "vectoradd", Submission: sub}, Options{DefaultMode: payload.ModeTest}, payload.ModeTest, exitcode.OK, nil, ""},
 		{"unknown example", Source{Example: "nope"}, Options{}, "", exitcode.Usage, func(err error) bool { return errors.Is(err, examples.ErrUnknownExample) }, ""},
 		{"task", Source{Task: task, Submission: sub}, Options{DefaultMode: payload.ModeTest}, payload.ModeTest, exitcode.OK, nil, ""},
-		{"task without submission", Source{Task: task}, Options{}, "", exitcode.Usage, nil, "--task needs --submission"},
+		{"task without submission", Source{Task: task}, Options{}, "", exitcode.Usage, usage, "--task needs --submission"},
 		{"missing task", Source{Task: "nope", Submission: sub}, Options{DefaultMode: payload.ModeTest}, "", exitcode.Usage, notExist, ""},
 		{"payload keeps its mode", Source{PayloadFile: job}, Options{DefaultMode: payload.ModeLeaderboard}, payload.ModeTest, exitcode.OK, nil, ""},
 		{"payload mode override", Source{PayloadFile: job, Mode: payload.ModeBenchmark}, Options{}, payload.ModeBenchmark, exitcode.OK, nil, ""},
-		{"payload and submission", Source{PayloadFile: job, Submission: "x"}, Options{}, "", exitcode.Usage, nil, "--submission goes with"},
-		{"two sources", Source{PayloadFile: job, Task: task}, Options{}, "", exitcode.Usage, nil, "give one of"},
+		{"payload and submission", Source{PayloadFile: job, Submission: "x"}, Options{}, "", exitcode.Usage, usage, "--submission goes with"},
+		{"two sources", Source{PayloadFile: job, Task: task}, Options{}, "", exitcode.Usage, usage, "give one of"},
 		{"bad mode", Source{Example: "identity", Mode: "fast"}, Options{}, "", exitcode.Usage, func(err error) bool {
 			me, ok := errors.AsType[*payload.ModeError](err)
 			return ok && me.Mode == "fast"

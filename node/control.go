@@ -64,7 +64,7 @@ func RenderControl(opts ControlOptions) ([]File, error) {
 		return nil, err
 	}
 	if _, err := signing.ParsePrivateSet(opts.SigningJWKS); err != nil {
-		return nil, fmt.Errorf("signing key: %w", err)
+		return nil, &OptionError{Option: "SigningJWKS", Err: fmt.Errorf("signing key: %w", err)}
 	}
 	d := controlData{ControlOptions: opts, Queue: contract.ControlQueue, ControlDir: ControlDir, StateDir: StateDir,
 		StateDirectoryName: strings.TrimPrefix(StateDir, "/var/lib/"), TokenFile: TokenFile, KbgenDir: path.Dir(opts.KbgenPath),
@@ -72,7 +72,7 @@ func RenderControl(opts ControlOptions) ([]File, error) {
 	var files []File
 	if opts.Vendors != nil {
 		if _, err := registry.Parse(opts.Vendors); err != nil {
-			return nil, fmt.Errorf("vendor registry: %w", err)
+			return nil, &OptionError{Option: "Vendors", Err: fmt.Errorf("vendor registry: %w", err)}
 		}
 		d.VendorsFile = ControlVendorsFile
 		files = append(files, File{Path: ControlVendorsFile, Mode: 0o644, Data: opts.Vendors})
@@ -114,13 +114,13 @@ func (o *ControlOptions) defaults() error {
 		o.Spawn = DefaultControlSpawn
 	}
 	if o.Spawn < 1 || o.Spawn > 64 {
-		return fmt.Errorf("--spawn %d: want 1 to 64 agents", o.Spawn)
+		return &OptionError{Option: "Spawn", Err: fmt.Errorf("--spawn %d: want 1 to 64 agents", o.Spawn)}
 	}
 	if err := validPaths(o.AgentBinary, o.KbgenPath); err != nil {
 		return err
 	}
 	if err := validUser(o.User); err != nil {
-		return err
+		return &OptionError{Option: "User", Err: err}
 	}
 	return validToken(o.Token)
 }

@@ -147,16 +147,19 @@ func TestRenderControlRejects(t *testing.T) {
 	tests := []struct {
 		name   string
 		modify func(*ControlOptions)
-		want   string
+		option string // the OptionError's Option
+		// want is text only where the message is the contract: it tells
+		// the operator which key file to use.
+		want string
 	}{
-		{"a public key", func(o *ControlOptions) { o.SigningJWKS = pub }, "is a public key"},
-		{"no key", func(o *ControlOptions) { o.SigningJWKS = nil }, "signing key"},
-		{"a broken registry", func(o *ControlOptions) { o.Vendors = []byte("vendors: [{queue: x, colour: red}]") }, "vendor registry"},
-		{"too many agents", func(o *ControlOptions) { o.Spawn = 65 }, "--spawn 65"},
-		{"a negative spawn", func(o *ControlOptions) { o.Spawn = -1 }, "--spawn -1"},
-		{"a user with a space", func(o *ControlOptions) { o.User = "build kite" }, `user "build kite"`},
-		{"a relative agent", func(o *ControlOptions) { o.AgentBinary = "buildkite-agent" }, "absolute path"},
-		{"a token with a newline", func(o *ControlOptions) { o.Token = "x\ny" }, "agent token contains"},
+		{"a public key", func(o *ControlOptions) { o.SigningJWKS = pub }, "SigningJWKS", "is a public key; the control agents hold the file from `kbgen keygen --private-out`"},
+		{"no key", func(o *ControlOptions) { o.SigningJWKS = nil }, "SigningJWKS", ""},
+		{"a broken registry", func(o *ControlOptions) { o.Vendors = []byte("vendors: [{queue: x, colour: red}]") }, "Vendors", ""},
+		{"too many agents", func(o *ControlOptions) { o.Spawn = 65 }, "Spawn", ""},
+		{"a negative spawn", func(o *ControlOptions) { o.Spawn = -1 }, "Spawn", ""},
+		{"a user with a space", func(o *ControlOptions) { o.User = "build kite" }, "User", ""},
+		{"a relative agent", func(o *ControlOptions) { o.AgentBinary = "buildkite-agent" }, "AgentBinary", ""},
+		{"a token with a newline", func(o *ControlOptions) { o.Token = "x\ny" }, "Token", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,8 +167,8 @@ func TestRenderControlRejects(t *testing.T) {
 			opts := controlOpts(t, false)
 			tt.modify(&opts)
 			_, err := RenderControl(opts)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want %q", err, tt.want)
+			if !isOption(err, tt.option) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want an OptionError for %s saying %q", err, tt.option, tt.want)
 			}
 		})
 	}
@@ -193,31 +196,36 @@ func TestControlInputs(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(installed, SigningKeyFile), fixture, 0o600))
 	must(t, os.WriteFile(filepath.Join(installed, ControlVendorsFile), []byte("kept"), 0o644))
 
+	// want is text only where the message is the contract: it tells the
+	// operator what to do (chmod 600, which key file, which flag).
 	tests := []struct {
 		name        string
 		in          ControlInputs
-		want        string // error text; "" = loads
+		input       string // the InputError's Input; "" = loads
+		cause       error  // what it wraps, where there is a kind
+		want        string
 		wantKey     bool
 		wantVendors string
 	}{
-		{"a 0600 key", ControlInputs{SigningKey: key, Root: t.TempDir()}, "", true, ""},
-		{"a group-readable key", ControlInputs{SigningKey: open, Root: t.TempDir()}, "readable by others (mode 0640): chmod 600", false, ""},
-		{"a public key", ControlInputs{SigningKey: pub, Root: t.TempDir()}, "is a public key", false, ""},
-		{"a missing key file", ControlInputs{SigningKey: filepath.Join(dir, "none"), Root: t.TempDir()}, "no such file", false, ""},
-		{"no key and none installed", ControlInputs{Root: t.TempDir()}, "no signing key: pass --signing-key", false, ""},
-		{"no key: the installed one is kept, and the registry", ControlInputs{Root: installed}, "", true, "kept"},
-		{"a missing registry", ControlInputs{SigningKey: key, Vendors: filepath.Join(dir, "none.yaml"), Root: t.TempDir()}, "vendor registry", true, ""},
+		{"a 0600 key", ControlInputs{SigningKey: key, Root: t.TempDir()}, "", nil, "", true, ""},
+		{"a group-readable key", ControlInputs{SigningKey: open, Root: t.TempDir()}, "SigningKey", nil, "readable by others (mode 0640): chmod 600", false, ""},
+		{"a public key", ControlInputs{SigningKey: pub, Root: t.TempDir()}, "SigningKey", nil, "is a public key", false, ""},
+		{"a missing key file", ControlInputs{SigningKey: filepath.Join(dir, "none"), Root: t.TempDir()}, "SigningKey", fs.ErrNotExist, "", false, ""},
+		{"no key and none installed", ControlInputs{Root: t.TempDir()}, "SigningKey", nil, "no signing key: pass --signing-key", false, ""},
+		{"no key: the installed one is kept, and the registry", ControlInputs{Root: installed}, "", nil, "", true, "kept"},
+		{"a missing registry", ControlInputs{SigningKey: key, Vendors: filepath.Join(dir, "none.yaml"), Root: t.TempDir()}, "Vendors", fs.ErrNotExist, "", true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var opts ControlOptions
 			err := tt.in.Load(&opts)
-			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
-				t.Fatalf("err = %v, want %q", err, tt.want)
+			if tt.input == "" && err != nil {
+				t.Fatalf("err = %v, want none", err)
 			}
-			if err != nil && !errors.As(err, new(*InputError)) {
-				t.Errorf("%v is not an InputError (the CLI exits 2 for those)", err)
+			// An InputError: the CLI exits 2 for those.
+			if tt.input != "" && (!isInput(err, tt.input) || tt.cause != nil && !errors.Is(err, tt.cause) || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("err = %v, want an InputError for %s (cause %v) saying %q", err, tt.input, tt.cause, tt.want)
 			}
 			if got := bytes.Equal(opts.SigningJWKS, fixture); got != tt.wantKey {
 				t.Errorf("key loaded: %v, want %v", got, tt.wantKey)

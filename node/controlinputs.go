@@ -36,42 +36,43 @@ func (in ControlInputs) Load(opts *ControlOptions) error {
 	if opts.SigningJWKS, err = in.signingKey(); err != nil {
 		return err
 	}
-	opts.Vendors, err = in.readOrInstalled(in.Vendors, ControlVendorsFile, "vendor registry")
+	opts.Vendors, err = in.readOrInstalled("Vendors", in.Vendors, ControlVendorsFile, "vendor registry")
 	return err
 }
 
 func (in ControlInputs) signingKey() ([]byte, error) {
 	if in.SigningKey == "" {
-		key, err := in.readOrInstalled("", SigningKeyFile, "signing key")
+		key, err := in.readOrInstalled("SigningKey", "", SigningKeyFile, "signing key")
 		if err == nil && key == nil {
-			err = inputErrorf("no signing key: pass --signing-key FILE (the private JWKS from kbgen keygen --private-out); control agents sign every eval step with it")
+			err = inputErrorf("SigningKey", nil, "no signing key: pass --signing-key FILE (the private JWKS from kbgen keygen --private-out); control agents sign every eval step with it")
 		}
 		return key, err
 	}
 	st, err := os.Stat(in.SigningKey)
 	if err != nil {
-		return nil, inputErrorf("signing key: %v", err)
+		return nil, inputErrorf("SigningKey", err, "signing key: %v", err)
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, inputErrorf("signing key %s is readable by others (mode %04o): chmod 600 %s, and replace the key if others may have copied it (kbgen keygen)", in.SigningKey, perm, in.SigningKey)
+		return nil, inputErrorf("SigningKey", nil, "signing key %s is readable by others (mode %04o): chmod 600 %s, and replace the key if others may have copied it (kbgen keygen)", in.SigningKey, perm, in.SigningKey)
 	}
 	key, err := os.ReadFile(in.SigningKey)
 	if err != nil {
-		return nil, inputErrorf("signing key: %v", err)
+		return nil, inputErrorf("SigningKey", err, "signing key: %v", err)
 	}
 	if _, err := signing.ParsePrivateSet(key); err != nil {
-		return nil, inputErrorf("signing key %s: %v", in.SigningKey, err)
+		return nil, inputErrorf("SigningKey", err, "signing key %s: %v", in.SigningKey, err)
 	}
 	return key, nil
 }
 
 // readOrInstalled reads file, or when it is "" the copy installed at
-// installed under Root (nil when there is none).
-func (in ControlInputs) readOrInstalled(file, installed, what string) ([]byte, error) {
+// installed under Root (nil when there is none); input is the field that
+// names file, for the InputError.
+func (in ControlInputs) readOrInstalled(input, file, installed, what string) ([]byte, error) {
 	if file != "" {
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return nil, inputErrorf("%s: %v", what, err)
+			return nil, inputErrorf(input, err, "%s: %v", what, err)
 		}
 		return data, nil
 	}
@@ -80,7 +81,7 @@ func (in ControlInputs) readOrInstalled(file, installed, what string) ([]byte, e
 		return nil, nil
 	}
 	if err != nil {
-		return nil, inputErrorf("reading the installed %s: %v", what, err)
+		return nil, inputErrorf(input, err, "reading the installed %s: %v", what, err)
 	}
 	return data, nil
 }

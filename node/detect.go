@@ -85,11 +85,11 @@ func DetectGPUs(ctx context.Context, m Machine) (contract.Runtime, []GPU, error)
 		return contract.RuntimeROCm, amd, nil
 	}
 	if m.Runner == nil {
-		return "", nil, errors.New("no GPUs found: no amdgpu devices in sysfs and no nvidia-smi output")
+		return "", nil, fmt.Errorf("%w: no amdgpu devices in sysfs and no nvidia-smi output", ErrNoGPUs)
 	}
 	out, err := m.Runner.Output(ctx, "nvidia-smi", NvidiaSMIArgs...)
 	if err != nil {
-		return "", nil, fmt.Errorf("no GPUs found: no amdgpu devices in sysfs, and nvidia-smi failed: %w", err)
+		return "", nil, fmt.Errorf("%w: no amdgpu devices in sysfs, and nvidia-smi failed: %w", ErrNoGPUs, err)
 	}
 	gpus, err := ParseNvidiaSMI(out)
 	return contract.RuntimeNVIDIA, gpus, err

@@ -62,7 +62,7 @@ func ParseNvidiaSMI(out []byte) ([]GPU, error) {
 		gpus = append(gpus, GPU{Index: idx, UUID: f[1], PCIBus: bus, Model: f[3]})
 	}
 	if len(gpus) == 0 {
-		return nil, errors.New("nvidia-smi lists no GPUs")
+		return nil, noGPUsError("nvidia-smi lists no GPUs")
 	}
 	slices.SortFunc(gpus, func(a, b GPU) int { return a.Index - b.Index })
 	for i := 1; i < len(gpus); i++ {

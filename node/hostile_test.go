@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/gpuid"
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 )
 
 // TestHostileInventoryRefused: an inventory whose UUIDs or PCI address
@@ -21,14 +23,18 @@ import (
 // hook, no agent.env. testdata/hostile holds the inventories.
 func TestHostileInventoryRefused(t *testing.T) {
 	t.Parallel()
+	// want is text only where the message is the contract: it tells the
+	// operator to update the driver.
 	tests := []struct {
-		file, box, queue, mig, want string
+		file, box, queue, mig string
+		kind                  func(error) bool
+		want                  string
 	}{
-		{"gpu-uuid-sudoers-line", "l4x4", "nvidia-l4", "", `NVIDIA GPU uuid "GPU-1f4e1111-2b3c-4d5e-8f90-a1b2c3d4e501\nDefaults !authenticate\n#"`},
-		{"gpu-uuid-shell", "l4x4", "nvidia-l4", "", `NVIDIA GPU uuid "GPU-'; touch /tmp/pwned; '"`},
-		{"pci-bus-newline", "l4x4", "nvidia-l4", "", `bad PCI bus id "00000000:1\n#00.0"`},
-		{"mig-uuid-sudoers-line", "h100x8", "nvidia-h100", "nvidia-h100-mig", `MIG uuid "MIG-0e6c0000-5d4b-5a3c-9b2a-1f0e9d8c7b60\nDefaults !authenticate\n#"`},
-		{"mig-uuid-legacy", "h100x8", "nvidia-h100", "nvidia-h100-mig", "pre-R470"},
+		{"gpu-uuid-sudoers-line", "l4x4", "nvidia-l4", "", badID("NVIDIA GPU uuid", "GPU-1f4e1111-2b3c-4d5e-8f90-a1b2c3d4e501\nDefaults !authenticate\n#"), ""},
+		{"gpu-uuid-shell", "l4x4", "nvidia-l4", "", badID("NVIDIA GPU uuid", "GPU-'; touch /tmp/pwned; '"), ""},
+		{"pci-bus-newline", "l4x4", "nvidia-l4", "", isErr(nvsmi.ErrBusID), ""},
+		{"mig-uuid-sudoers-line", "h100x8", "nvidia-h100", "nvidia-h100-mig", badID("MIG uuid", "MIG-0e6c0000-5d4b-5a3c-9b2a-1f0e9d8c7b60\nDefaults !authenticate\n#"), ""},
+		{"mig-uuid-legacy", "h100x8", "nvidia-h100", "nvidia-h100-mig", badID("MIG uuid", "MIG-GPU-5a1c0000-4c1e-2f6a-9d0b-e3f1a2b40000/1/0"), "pre-R470"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -42,8 +48,8 @@ func TestHostileInventoryRefused(t *testing.T) {
 				Inputs:  Inputs{Root: root, EnvToken: fakeToken},
 				Options: InstallOptions{AllowGPUReset: true},
 			})
-			if exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("install: %v (exit %d), want exit 2 saying %s", err, exitcode.Of(err), tc.want)
+			if exitcode.Of(err) != exitcode.Usage || !tc.kind(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("install: %v (exit %d), want exit 2 for the hostile value, saying %q", err, exitcode.Of(err), tc.want)
 			}
 			var written []string
 			_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -65,25 +71,30 @@ func TestHostileInventoryRefused(t *testing.T) {
 // one login name, never a sudoers keyword, group, netgroup, uid or alias.
 func TestRenderRefusesHostilePlan(t *testing.T) {
 	t.Parallel()
+	userRefused := func(err error) bool { return isOption(err, "User") }
+	// want is text because the message is the contract: it names the
+	// agent or user and quotes the hostile value escaped, never as a line
+	// of its own. kind is the refusal's: a plan value or an option.
 	tests := []struct {
 		name string
 		edit func(*Plan, *InstallOptions)
+		kind func(error) bool
 		want string
 	}{
-		{"uuid with a sudoers line", func(p *Plan, _ *InstallOptions) { p.Agents[1].GPU.UUID += "\nDefaults !authenticate\n#" }, `agent gpu1: GPU 1: NVIDIA GPU uuid`},
+		{"uuid with a sudoers line", func(p *Plan, _ *InstallOptions) { p.Agents[1].GPU.UUID += "\nDefaults !authenticate\n#" }, unsafePlan("gpu1"), `agent gpu1: GPU 1: NVIDIA GPU uuid`},
 		{"shape uuid", func(p *Plan, _ *InstallOptions) {
 			p.Agents = append(p.Agents, Agent{ID: "gpux2-0", GPU: p.Agents[0].GPU, GPUs: []GPU{p.Agents[0].GPU, {Index: 1, UUID: "GPU-x y"}}})
-		}, `agent gpux2-0: GPU 1: NVIDIA GPU uuid "GPU-x y"`},
-		{"pci with a newline", func(p *Plan, _ *InstallOptions) { p.Agents[0].GPU.PCIBus = "0000:18:00.0\nALL ALL=(ALL) ALL" }, "PCI address"},
-		{"agent id", func(p *Plan, _ *InstallOptions) { p.Agents[0].ID = "gpu0/../../x" }, `agent id "gpu0/../../x"`},
-		{"cpuset with a space", func(p *Plan, _ *InstallOptions) { p.Agents[0].CPUSet = "2-4 FOO=1" }, `KERNELBOT_CPUSET="2-4 FOO=1"`},
-		{"memory with a newline", func(p *Plan, _ *InstallOptions) { p.Agents[0].Memory = "8g\nLD_PRELOAD=/tmp/x" }, "a placement value must be"},
-		{"user ALL", func(_ *Plan, o *InstallOptions) { o.User = "ALL" }, `user "ALL": sudoers reads an upper-case name as an alias`},
-		{"user alias", func(_ *Plan, o *InstallOptions) { o.User = "ADMINS" }, "as an alias"},
-		{"user group", func(_ *Plan, o *InstallOptions) { o.User = "%sudo" }, `user "%sudo": want a login name`},
-		{"user netgroup", func(_ *Plan, o *InstallOptions) { o.User = "+admins" }, "want a login name"},
-		{"user uid", func(_ *Plan, o *InstallOptions) { o.User = "#0" }, "want a login name"},
-		{"user with a newline", func(_ *Plan, o *InstallOptions) { o.User = "bk\nALL" }, "want a login name"},
+		}, unsafePlan("gpux2-0"), `agent gpux2-0: GPU 1: NVIDIA GPU uuid "GPU-x y"`},
+		{"pci with a newline", func(p *Plan, _ *InstallOptions) { p.Agents[0].GPU.PCIBus = "0000:18:00.0\nALL ALL=(ALL) ALL" }, unsafePlan("gpu0"), "PCI address"},
+		{"agent id", func(p *Plan, _ *InstallOptions) { p.Agents[0].ID = "gpu0/../../x" }, unsafePlan("gpu0/../../x"), `agent id "gpu0/../../x"`},
+		{"cpuset with a space", func(p *Plan, _ *InstallOptions) { p.Agents[0].CPUSet = "2-4 FOO=1" }, unsafePlan("gpu0"), `KERNELBOT_CPUSET="2-4 FOO=1"`},
+		{"memory with a newline", func(p *Plan, _ *InstallOptions) { p.Agents[0].Memory = "8g\nLD_PRELOAD=/tmp/x" }, unsafePlan("gpu0"), "a placement value must be"},
+		{"user ALL", func(_ *Plan, o *InstallOptions) { o.User = "ALL" }, userRefused, `user "ALL": sudoers reads an upper-case name as an alias`},
+		{"user alias", func(_ *Plan, o *InstallOptions) { o.User = "ADMINS" }, userRefused, "as an alias"},
+		{"user group", func(_ *Plan, o *InstallOptions) { o.User = "%sudo" }, userRefused, `user "%sudo": want a login name`},
+		{"user netgroup", func(_ *Plan, o *InstallOptions) { o.User = "+admins" }, userRefused, "want a login name"},
+		{"user uid", func(_ *Plan, o *InstallOptions) { o.User = "#0" }, userRefused, "want a login name"},
+		{"user with a newline", func(_ *Plan, o *InstallOptions) { o.User = "bk\nALL" }, userRefused, "want a login name"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,8 +103,8 @@ func TestRenderRefusesHostilePlan(t *testing.T) {
 			opts := InstallOptions{Queue: "nvidia-h100", AllowGPUReset: true}
 			tc.edit(p, &opts)
 			files, err := Render(p, opts)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Render: %v, want an error saying %s", err, tc.want)
+			if !tc.kind(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Render: %v (%T), want an error saying %s", err, err, tc.want)
 			}
 			if files != nil {
 				t.Errorf("Render returned %d files with its error", len(files))
@@ -125,7 +136,7 @@ func TestSudoersVisudo(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
 		_, err := Visudo(context.Background(), []byte("buildkite-agent ALL=(root) NOPASSWD: /usr/bin/nvidia-smi --gpu-reset -i GPU-1, \n"))
-		if err == nil || !strings.Contains(err.Error(), "visudo -c refuses") {
+		if !errors.Is(err, ErrSudoersRefused) {
 			t.Errorf("visudo on a broken drop-in: %v, want refused", err)
 		}
 	})
@@ -175,5 +186,21 @@ func TestSudoersCommand(t *testing.T) {
 		if got, err := sudoersCommand([]string{"/usr/bin/nvidia-smi", "-i", arg}); err == nil {
 			t.Errorf("argument %q accepted as %q", arg, got)
 		}
+	}
+}
+
+// badID is a *gpuid.Error for the hostile value, as the reader saw it.
+func badID(kind, value string) func(error) bool {
+	return func(err error) bool {
+		ge, ok := errors.AsType[*gpuid.Error](err)
+		return ok && ge.Kind == kind && ge.Value == value
+	}
+}
+
+// unsafePlan is an *UnsafePlanError for agent.
+func unsafePlan(agent string) func(error) bool {
+	return func(err error) bool {
+		ue, ok := errors.AsType[*UnsafePlanError](err)
+		return ok && ue.Agent == agent
 	}
 }

@@ -34,15 +34,23 @@ type Inputs struct {
 // InputError is an input that cannot be used: an unreadable or empty
 // token file, a verification key that is not a public key set, a plugin
 // that is not a directory. The CLI exits 2 (exitcode.Usage).
-type InputError struct{ Msg string }
+type InputError struct {
+	// Input is the Inputs or ControlInputs field that named it:
+	// "TokenFile", "VerificationKey", "Plugin", "SigningKey", "Vendors".
+	Input string
+	Msg   string
+	// Err is the cause where there is one (fs.ErrNotExist: no such file).
+	Err error
+}
 
 func (e *InputError) Error() string { return e.Msg }
+func (e *InputError) Unwrap() error { return e.Err }
 
 // ExitCode makes an input error the caller's mistake (exitcode.Coder).
 func (e *InputError) ExitCode() int { return exitcode.Usage }
 
-func inputErrorf(format string, args ...any) error {
-	return &InputError{Msg: fmt.Sprintf(format, args...)}
+func inputErrorf(input string, cause error, format string, args ...any) error {
+	return &InputError{Input: input, Msg: fmt.Sprintf(format, args...), Err: cause}
 }
 
 // Load fills opts.Token, opts.VerificationJWKS and opts.Plugin from in.
@@ -60,7 +68,7 @@ func (in Inputs) Load(opts *InstallOptions) error {
 	opts.Plugin = kbgen.GPUDockerPlugin()
 	if in.Plugin != "" {
 		if st, err := os.Stat(in.Plugin); err != nil || !st.IsDir() {
-			return inputErrorf("plugin %s: not a directory", in.Plugin)
+			return inputErrorf("Plugin", err, "plugin %s: not a directory", in.Plugin)
 		}
 		opts.Plugin = os.DirFS(in.Plugin)
 	}
@@ -74,11 +82,11 @@ func loadToken(file, env string) (string, error) {
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return "", inputErrorf("agent token file: %v", err)
+		return "", inputErrorf("TokenFile", err, "agent token file: %v", err)
 	}
 	token := strings.TrimSpace(string(data))
 	if token == "" {
-		return "", inputErrorf("agent token file %s is empty", file)
+		return "", inputErrorf("TokenFile", nil, "agent token file %s is empty", file)
 	}
 	return token, nil
 }
@@ -95,10 +103,10 @@ func (in Inputs) loadKey(opts *InstallOptions) error {
 	}
 	key, err := os.ReadFile(in.VerificationKey)
 	if err != nil {
-		return inputErrorf("verification key: %v", err)
+		return inputErrorf("VerificationKey", err, "verification key: %v", err)
 	}
 	if _, err := signing.ParsePublic(key); err != nil {
-		return inputErrorf("verification key %s: %v", in.VerificationKey, err)
+		return inputErrorf("VerificationKey", err, "verification key %s: %v", in.VerificationKey, err)
 	}
 	opts.VerificationJWKS = key
 	return nil

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,29 +33,33 @@ func TestInputsLoad(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(installed, JWKSFile), kp.Public, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// text is checked only where the message is the contract: it tells
+	// the operator what is wrong with the file they named.
 	for _, tt := range []struct {
-		name     string
-		in       Inputs
-		token    string
-		key      bool
-		inputErr string // part of the *InputError, "" for none
+		name  string
+		in    Inputs
+		token string
+		key   bool
+		input string // the *InputError's Input, "" for none
+		cause error  // what it wraps, where there is a kind
+		text  string
 	}{
-		{"env token", Inputs{EnvToken: " tok-env \n", Root: dir}, "tok-env", false, ""},
-		{"file beats env", Inputs{TokenFile: write("tok", "tok-file\n"), EnvToken: "tok-env", Root: dir}, "tok-file", false, ""},
-		{"empty token file", Inputs{TokenFile: write("empty", " \n"), Root: dir}, "", false, "is empty"},
-		{"missing token file", Inputs{TokenFile: filepath.Join(dir, "none"), Root: dir}, "", false, "agent token file"},
-		{"public key", Inputs{VerificationKey: pub, Root: dir}, "", true, ""},
-		{"private key refused", Inputs{VerificationKey: priv, Root: dir}, "", false, "is a private key"},
-		{"installed key kept", Inputs{Root: installed}, "", true, ""},
-		{"plugin not a directory", Inputs{Plugin: pub, Root: dir}, "", false, "not a directory"},
+		{"env token", Inputs{EnvToken: " tok-env \n", Root: dir}, "tok-env", false, "", nil, ""},
+		{"file beats env", Inputs{TokenFile: write("tok", "tok-file\n"), EnvToken: "tok-env", Root: dir}, "tok-file", false, "", nil, ""},
+		{"empty token file", Inputs{TokenFile: write("empty", " \n"), Root: dir}, "", false, "TokenFile", nil, "is empty"},
+		{"missing token file", Inputs{TokenFile: filepath.Join(dir, "none"), Root: dir}, "", false, "TokenFile", fs.ErrNotExist, ""},
+		{"public key", Inputs{VerificationKey: pub, Root: dir}, "", true, "", nil, ""},
+		{"private key refused", Inputs{VerificationKey: priv, Root: dir}, "", false, "VerificationKey", nil, "is a private key; hand out only the file from `kbgen keygen --public-out`"},
+		{"installed key kept", Inputs{Root: installed}, "", true, "", nil, ""},
+		{"plugin not a directory", Inputs{Plugin: pub, Root: dir}, "", false, "Plugin", nil, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var opts InstallOptions
 			err := tt.in.Load(&opts)
-			if tt.inputErr != "" {
-				if !errors.As(err, new(*InputError)) || !strings.Contains(err.Error(), tt.inputErr) {
-					t.Fatalf("err %v, want an InputError with %q", err, tt.inputErr)
+			if tt.input != "" {
+				if !isInput(err, tt.input) || tt.cause != nil && !errors.Is(err, tt.cause) || !strings.Contains(err.Error(), tt.text) {
+					t.Fatalf("err %v, want an InputError for %s (cause %v) saying %q", err, tt.input, tt.cause, tt.text)
 				}
 				return
 			}
@@ -69,4 +74,10 @@ func TestInputsLoad(t *testing.T) {
 	if !TokenMissing(dir, "") || TokenMissing(dir, "t") {
 		t.Error("TokenMissing")
 	}
+}
+
+// isInput reports whether err is an *InputError for input.
+func isInput(err error, input string) bool {
+	ie, ok := errors.AsType[*InputError](err)
+	return ok && ie.Input == input
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -20,7 +19,7 @@ import (
 // checks nvidia-smi's.
 func inventoryGPUs(inv *nvmlhelper.Inventory) ([]GPU, error) {
 	if len(inv.GPUs) == 0 {
-		return nil, errors.New("NVML lists no GPUs")
+		return nil, noGPUsError("NVML lists no GPUs")
 	}
 	gpus := make([]GPU, 0, len(inv.GPUs))
 	for _, d := range inv.GPUs {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/internal/nvsmi"
 	"github.com/gpu-mode/kbgen/nvmlhelper"
 )
 
@@ -80,17 +81,20 @@ func TestPlanFromNVMLInventory(t *testing.T) {
 
 func TestInventoryRefusals(t *testing.T) {
 	t.Parallel()
+	// want is text only for what has no kind: the message is the
+	// contract, it says what in NVML's answer is wrong.
 	tests := []struct {
 		name string
 		edit func(*nvmlhelper.Inventory)
+		kind func(error) bool
 		want string
 	}{
-		{"no GPUs", func(inv *nvmlhelper.Inventory) { inv.GPUs, inv.Links = nil, nil }, "NVML lists no GPUs"},
-		{"not a GPU UUID", func(inv *nvmlhelper.Inventory) { inv.GPUs[1].UUID = "MIG-1" }, `NVML GPU 1: NVIDIA GPU uuid "MIG-1": want GPU-`},
-		{"bad bus", func(inv *nvmlhelper.Inventory) { inv.GPUs[2].PCIBus = "18:00" }, "NVML GPU 2: bad PCI bus id"},
-		{"an index twice", func(inv *nvmlhelper.Inventory) { inv.GPUs[3].Index = 2 }, "NVML lists GPU index 2 twice"},
-		{"short matrix", func(inv *nvmlhelper.Inventory) { inv.Links = inv.Links[:3] }, "NVML link matrix has 3 rows for 4 GPUs"},
-		{"unknown link", func(inv *nvmlhelper.Inventory) { inv.Links[0][1] = "XGMI" }, `NVML GPU0-GPU1: link "XGMI" is not one of`},
+		{"no GPUs", func(inv *nvmlhelper.Inventory) { inv.GPUs, inv.Links = nil, nil }, isErr(ErrNoGPUs), ""},
+		{"not a GPU UUID", func(inv *nvmlhelper.Inventory) { inv.GPUs[1].UUID = "MIG-1" }, badID("NVIDIA GPU uuid", "MIG-1"), "NVML GPU 1:"},
+		{"bad bus", func(inv *nvmlhelper.Inventory) { inv.GPUs[2].PCIBus = "18:00" }, isErr(nvsmi.ErrBusID), "NVML GPU 2:"},
+		{"an index twice", func(inv *nvmlhelper.Inventory) { inv.GPUs[3].Index = 2 }, notNil, "NVML lists GPU index 2 twice"},
+		{"short matrix", func(inv *nvmlhelper.Inventory) { inv.Links = inv.Links[:3] }, notNil, "NVML link matrix has 3 rows for 4 GPUs"},
+		{"unknown link", func(inv *nvmlhelper.Inventory) { inv.Links[0][1] = "XGMI" }, notNil, `NVML GPU0-GPU1: link "XGMI" is not one of`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,8 +106,8 @@ func TestInventoryRefusals(t *testing.T) {
 			opts := defaultOpts
 			opts.Shapes = []Shape{{"nvidia-l4x4", 4}}
 			_, err := PlanMachine(context.Background(), m, opts)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want one saying %q", err, tc.want)
+			if !tc.kind(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v (%T): not the refusal wanted (saying %q)", err, err, tc.want)
 			}
 		})
 	}
@@ -121,7 +125,8 @@ func TestSourceInventory(t *testing.T) {
 	src := Source{Sysfs: "testdata/l4x4/sys", NVMLInventory: bad}
 	var mach Machine
 	err := src.inventory(&mach)
-	if exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "not kbgen-nvml inventory output") {
+	// The message is the contract: it names the flag and what its file is not.
+	if exitcode.Of(err) != exitcode.Usage || !errors.As(err, new(*json.SyntaxError)) || !strings.Contains(err.Error(), "--nvml-inventory "+bad+": not kbgen-nvml inventory output") {
 		t.Errorf("a bad inventory file: %v (exit %d), want a usage error", err, exitcode.Of(err))
 	}
 	src.NVMLInventory = "testdata/l4x4/nvml-inventory.json"
@@ -152,7 +157,10 @@ func TestMIGWithoutNvidiaSMI(t *testing.T) {
 	opts := defaultOpts
 	opts.MIGQueue = "nvidia-h100-mig"
 	_, err := PlanMachine(context.Background(), m, opts)
-	if err == nil || !strings.Contains(err.Error(), "--nvidia-smi-list") || exitcode.Of(err) != exitcode.TempFail {
+	// The message is the contract: it names the flag that gives the output.
+	if !errors.Is(err, exec.ErrNotFound) || !strings.Contains(err.Error(), "--nvidia-smi-list") || exitcode.Of(err) != exitcode.TempFail {
 		t.Fatalf("err = %v (exit %d); want exit 75 naming --nvidia-smi-list", err, exitcode.Of(err))
 	}
 }
+
+func notNil(err error) bool { return err != nil }

@@ -99,7 +99,8 @@ func TestPluginPinNeedsACommandHook(t *testing.T) {
 	t.Parallel()
 	p := planFixture(t, "l40sx2", defaultOpts)
 	_, err := Render(p, InstallOptions{Queue: "nvidia-l40s", Plugin: fstest.MapFS{"plugin.yml": {Data: []byte("x")}}})
-	if err == nil || !strings.Contains(err.Error(), "hooks/command") {
+	// The message is the contract: it names the hook the plugin lacks.
+	if !isOption(err, "Plugin") || !strings.Contains(err.Error(), "hooks/command") {
 		t.Fatalf("want an error about hooks/command, got %v", err)
 	}
 }

@@ -101,11 +101,22 @@ var ErrTooFewCores = errors.New("too few cores")
 // reserve leaves a GPU's agent less than 1 GiB.
 var ErrTooLittleMemory = errors.New("less than 1 GiB each")
 
+// ErrNoGPUs is a machine where no GPU is found: no amdgpu device, and
+// nvidia-smi (or NVML) lists none or cannot run.
+var ErrNoGPUs = errors.New("no GPUs found")
+
+// noGPUsError is a GPU listing that names none, in its tool's words; it
+// is ErrNoGPUs.
+type noGPUsError string
+
+func (e noGPUsError) Error() string      { return string(e) }
+func (noGPUsError) Is(target error) bool { return target == ErrNoGPUs }
+
 // MakePlan places one agent per GPU. numaOf gives each GPU's NUMA node
 // (ok=false when the firmware does not say).
 func MakePlan(topo *Topology, rt contract.Runtime, gpus []GPU, numaOf func(GPU) (int, bool, error), opts PlanOptions) (*Plan, error) {
 	if len(gpus) == 0 {
-		return nil, errors.New("no GPUs found")
+		return nil, ErrNoGPUs
 	}
 	if opts.ReserveCores < 0 {
 		return nil, fmt.Errorf("reserve cores %d: must not be negative", opts.ReserveCores)

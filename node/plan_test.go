@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -214,6 +215,8 @@ func TestPlanAMDWithoutKFDOrRocmSMI(t *testing.T) {
 
 func TestPlanRefusals(t *testing.T) {
 	t.Parallel()
+	// want is text as well as is: the message is the contract, it gives
+	// the operator the figures and what to lower.
 	tests := []struct {
 		name string
 		opts PlanOptions
@@ -272,7 +275,8 @@ func TestPlanGPUOnUnknownNode(t *testing.T) {
 	}
 	m := Machine{Sys: sys, NvidiaSMI: []byte("0, GPU-aaaa0000-0000-0000-0000-000000000000, 00000000:81:00.0, NVIDIA L4\n")}
 	_, err := PlanMachine(context.Background(), m, defaultOpts)
-	if err == nil || !strings.Contains(err.Error(), "NUMA node 3, which sysfs does not list") {
+	// The message is the contract: it names the GPU and the node sysfs lacks.
+	if err == nil || !strings.Contains(err.Error(), "GPU 0 (0000:81:00.0) is on NUMA node 3, which sysfs does not list") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -298,22 +302,27 @@ func TestParseNvidiaSMIErrors(t *testing.T) {
 
 func TestReadTopologyErrors(t *testing.T) {
 	t.Parallel()
+	// want is text because the message is the contract: it says which
+	// sysfs file is missing or wrong, the operator's lead on a VM or a
+	// --sysfs tree.
 	tests := []struct {
-		name string
-		sys  fstest.MapFS
-		want string
+		name     string
+		sys      fstest.MapFS
+		notExist bool // the cause is a file that is not there
+		want     string
 	}{
-		{"no nodes", fstest.MapFS{"devices/system/cpu/online": {Data: []byte("0")}}, "reading NUMA nodes"},
-		{"bad cpulist", fstest.MapFS{"devices/system/node/node0/cpulist": {Data: []byte("x")}}, "bad cpu list"},
-		{"no meminfo", fstest.MapFS{"devices/system/node/node0/cpulist": {Data: []byte("0")}}, "NUMA node 0 memory"},
+		{"no nodes", fstest.MapFS{"devices/system/cpu/online": {Data: []byte("0")}}, true, "reading NUMA nodes"},
+		{"bad cpulist", fstest.MapFS{"devices/system/node/node0/cpulist": {Data: []byte("x")}}, false, "bad cpu list"},
+		{"no meminfo", fstest.MapFS{"devices/system/node/node0/cpulist": {Data: []byte("0")}}, true, "NUMA node 0 memory"},
 		{"bad meminfo", fstest.MapFS{
 			"devices/system/node/node0/cpulist": {Data: []byte("0")},
 			"devices/system/node/node0/meminfo": {Data: []byte("Node 0 MemFree: 1 kB")},
-		}, "no MemTotal"},
+		}, false, "no MemTotal"},
 	}
 	for _, tt := range tests {
-		if _, err := ReadTopology(tt.sys); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.want)
+		_, err := ReadTopology(tt.sys)
+		if err == nil || errors.Is(err, fs.ErrNotExist) != tt.notExist || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want %q (a missing file: %v)", tt.name, err, tt.want, tt.notExist)
 		}
 	}
 }

@@ -18,11 +18,14 @@ func TestCheckQueue(t *testing.T) {
 	}
 	agents := []Agent{{ID: "gpu0", CPUs: 26}, {ID: "gpu1", CPUs: 26}}
 	for _, tt := range []struct {
-		name      string
-		queue     string
-		runtime   contract.Runtime
-		agents    []Agent
-		allow     bool     // --allow-unknown-queue
+		name    string
+		queue   string
+		runtime contract.Runtime
+		agents  []Agent
+		allow   bool // --allow-unknown-queue
+		// refused and mismatch are text as well as the error's type: the
+		// message is the contract, it tells the operator the way out
+		// (--allow-unknown-queue, where the queue runs instead).
 		refused   string   // part of an unknown queue's refusal
 		mismatch  string   // part of the *QueueMismatchError, "" for none
 		wantQueue string   // the plan's queue after the check

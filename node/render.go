@@ -138,7 +138,7 @@ type tmplData struct {
 // given, and per agent its config, environment file and environment hook.
 func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	if err := validQueue(opts.Queue); err != nil {
-		return nil, err
+		return nil, &OptionError{Option: "Queue", Err: err}
 	}
 	if opts.AgentBinary == "" {
 		opts.AgentBinary = DefaultAgentBinary
@@ -153,7 +153,7 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		return nil, err
 	}
 	if err := validUser(opts.User); err != nil {
-		return nil, err
+		return nil, &OptionError{Option: "User", Err: err}
 	}
 	if err := validToken(opts.Token); err != nil {
 		return nil, err
@@ -162,7 +162,7 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 		return nil, err
 	}
 	if opts.Hostname != "" && !hostName.MatchString(opts.Hostname) {
-		return nil, fmt.Errorf("host name %q cannot name an agent tag (letters, digits, '.', '_', '-'; at most 63)", opts.Hostname)
+		return nil, &OptionError{Option: "Hostname", Err: fmt.Errorf("host name %q cannot name an agent tag (letters, digits, '.', '_', '-'; at most 63)", opts.Hostname)}
 	}
 	if p.HostCPUs == "" {
 		return nil, errors.New("the plan leaves the host no CPUs: reserve at least one core (--reserve-cores)")
@@ -231,7 +231,7 @@ func Render(p *Plan, opts InstallOptions) ([]File, error) {
 	if opts.Plugin != nil {
 		pinned, err := pluginFiles(opts.Plugin)
 		if err != nil {
-			return nil, err
+			return nil, &OptionError{Option: "Plugin", Err: err}
 		}
 		files = append(files, pinned...)
 	}
@@ -360,11 +360,24 @@ func validQueue(q string) error {
 	return nil
 }
 
-// validPaths checks executables that go into unit files and PATH.
-func validPaths(paths ...string) error {
-	for _, p := range paths {
-		if !path.IsAbs(p) || strings.ContainsAny(p, " \t\n\"'\\:$%") {
-			return fmt.Errorf("%q: want an absolute path without spaces, quotes, ':', '$' or '%%'", p)
+// OptionError is an install option (an InstallOptions or ControlOptions
+// field) that cannot go into the rendered files. Its message is the
+// operator's; Option names the field: "Queue", "User", "Token",
+// "AgentBinary", "KbgenPath", "Hostname", "Plugin", "Spawn",
+// "SigningJWKS", "Vendors".
+type OptionError struct {
+	Option string
+	Err    error
+}
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// validPaths checks the executables that go into unit files and PATH.
+func validPaths(agentBinary, kbgenPath string) error {
+	for _, p := range []struct{ option, path string }{{"AgentBinary", agentBinary}, {"KbgenPath", kbgenPath}} {
+		if !path.IsAbs(p.path) || strings.ContainsAny(p.path, " \t\n\"'\\:$%") {
+			return &OptionError{Option: p.option, Err: fmt.Errorf("%q: want an absolute path without spaces, quotes, ':', '$' or '%%'", p.path)}
 		}
 	}
 	return nil
@@ -374,7 +387,7 @@ func validToken(t string) error {
 	for _, r := range t {
 		if r <= ' ' || r == 0x7f || r == '"' || r == '\'' || r == '\\' || r == '$' {
 			// Never echo the token: say what is wrong, not what it is.
-			return errors.New("agent token contains whitespace, quotes, '$' or control characters; check the token file")
+			return &OptionError{Option: "Token", Err: errors.New("agent token contains whitespace, quotes, '$' or control characters; check the token file")}
 		}
 	}
 	return nil

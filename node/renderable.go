@@ -23,15 +23,27 @@ var (
 	pciAddress = lazyre.New(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$`)
 )
 
+// UnsafePlanError is a plan value Render will not write: an agent id, a
+// GPU's PCI address, UUID or render node, or a placement value outside
+// its grammar (an edited plan.json, or a reader's bug). Agent is the
+// agent's id as the plan has it; the message quotes the value escaped.
+type UnsafePlanError struct {
+	Agent string
+	Err   error
+}
+
+func (e *UnsafePlanError) Error() string { return e.Err.Error() }
+func (e *UnsafePlanError) Unwrap() error { return e.Err }
+
 // checkRenderable checks each agent's id and GPUs against the grammars.
 func checkRenderable(p *Plan) error {
 	for _, a := range p.Agents {
 		if !agentID.MatchString(a.ID) {
-			return fmt.Errorf("plan: agent id %q: want gpuN, gpuN-migK or gpuxN-K", a.ID)
+			return &UnsafePlanError{Agent: a.ID, Err: fmt.Errorf("plan: agent id %q: want gpuN, gpuN-migK or gpuxN-K", a.ID)}
 		}
 		for _, g := range append([]GPU{a.GPU}, a.GPUs...) {
 			if err := checkGPU(p.Runtime, g); err != nil {
-				return fmt.Errorf("plan: agent %s: %w", a.ID, err)
+				return &UnsafePlanError{Agent: a.ID, Err: fmt.Errorf("plan: agent %s: %w", a.ID, err)}
 			}
 		}
 	}
@@ -66,7 +78,7 @@ func checkGPU(rt contract.Runtime, g GPU) error {
 func checkEnvValues(id string, env []EnvVar) error {
 	for _, e := range env {
 		if e.Value == "" || shellquote.Quote(e.Value) != e.Value {
-			return fmt.Errorf("agent %s: %s=%q: a placement value must be letters, digits and _@%%+=:,./- only", id, e.Name, e.Value)
+			return &UnsafePlanError{Agent: id, Err: fmt.Errorf("agent %s: %s=%q: a placement value must be letters, digits and _@%%+=:,./- only", id, e.Name, e.Value)}
 		}
 	}
 	return nil

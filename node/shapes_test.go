@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/internal/golden"
 )
 
@@ -218,7 +219,8 @@ func TestPlanMachineToolsMissing(t *testing.T) {
 	}
 	opts = defaultOpts
 	opts.MIGQueue = "nvidia-h100-mig"
-	if _, err := PlanMachine(context.Background(), m, opts); err == nil || !strings.Contains(err.Error(), "nvidia-smi -L") {
+	// The message is the contract: it says which output to give (nvidia-smi -L).
+	if _, err := PlanMachine(context.Background(), m, opts); exitcode.Of(err) != exitcode.TempFail || !strings.Contains(err.Error(), "nvidia-smi -L") {
 		t.Errorf("MIG without nvidia-smi -L: %v", err)
 	}
 }

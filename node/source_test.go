@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpu-mode/kbgen/internal/exitcode"
+	"github.com/gpu-mode/kbgen/registry"
 )
 
 // l40s is the 2×L40S fixture as the node commands' flags name it.
@@ -21,22 +24,25 @@ func TestPlanSource(t *testing.T) {
 		name     string
 		edit     func(*Source)
 		wantCode int
-		wantErr  string
+		kind     func(error) bool // the cause, where it has a kind
+		// wantErr is text only where the message is the contract: it names
+		// the flag or file the operator fixes.
+		wantErr string
 	}{
-		{"the fixture", func(*Source) {}, exitcode.OK, ""},
-		{"a queue of the registry", func(s *Source) { s.Queue = "nvidia-l40s" }, exitcode.OK, ""},
-		{"not a size", func(s *Source) { s.ReserveMemory = "lots" }, exitcode.Usage, `--reserve-memory: "lots" is not a size`},
-		{"unreadable nvidia-smi output", func(s *Source) { s.NvidiaSMI = "testdata/none.csv" }, exitcode.Usage, "--nvidia-smi: open testdata/none.csv"},
-		{"unreadable topology", func(s *Source) { s.NvidiaTopo = "testdata/none.txt" }, exitcode.Usage, "--nvidia-topo: open testdata/none.txt"},
-		{"a queue of another runtime", func(s *Source) { s.Queue = "amd-mi300" }, exitcode.Usage, `queue "amd-mi300" runs rocm GPUs`},
-		{"an unknown shape", func(s *Source) { s.Shapes = []string{"no-such-queue"} }, exitcode.Usage, "no-such-queue"},
-		{"a registry that does not load", func(s *Source) { s.Vendors = "testdata/none.yaml" }, exitcode.Usage, "none.yaml"},
+		{"the fixture", func(*Source) {}, exitcode.OK, nil, ""},
+		{"a queue of the registry", func(s *Source) { s.Queue = "nvidia-l40s" }, exitcode.OK, nil, ""},
+		{"not a size", func(s *Source) { s.ReserveMemory = "lots" }, exitcode.Usage, nil, `--reserve-memory: "lots" is not a size`},
+		{"unreadable nvidia-smi output", func(s *Source) { s.NvidiaSMI = "testdata/none.csv" }, exitcode.Usage, isErr(fs.ErrNotExist), "--nvidia-smi: open testdata/none.csv"},
+		{"unreadable topology", func(s *Source) { s.NvidiaTopo = "testdata/none.txt" }, exitcode.Usage, isErr(fs.ErrNotExist), "--nvidia-topo: open testdata/none.txt"},
+		{"a queue of another runtime", func(s *Source) { s.Queue = "amd-mi300" }, exitcode.Usage, isA[*QueueMismatchError], ""},
+		{"an unknown shape", func(s *Source) { s.Shapes = []string{"no-such-queue"} }, exitcode.Usage, unknownQueue("no-such-queue"), ""},
+		{"a registry that does not load", func(s *Source) { s.Vendors = "testdata/none.yaml" }, exitcode.Usage, isErr(fs.ErrNotExist), "none.yaml"},
 		// What the machine cannot give is a machine fault (75), never the
 		// unexpected error (1) scripts are told to report as a bug.
-		{"too few cores: the machine, not the flags", func(s *Source) { s.ReserveCores = 7 }, exitcode.TempFail, "planning agents: NUMA node 0 has 8 cores"},
-		{"too little memory", func(s *Source) { s.ReserveMemory = "2000g" }, exitcode.TempFail, "lower --reserve-memory"},
-		{"no GPUs", func(s *Source) { s.Sysfs, s.NvidiaSMI = t.TempDir(), "testdata/empty.csv" }, exitcode.TempFail, "no GPUs"},
-		{"negative reserve", func(s *Source) { s.ReserveCores = -1 }, exitcode.Usage, "--reserve-cores -1"},
+		{"too few cores: the machine, not the flags", func(s *Source) { s.ReserveCores = 7 }, exitcode.TempFail, isErr(ErrTooFewCores), ""},
+		{"too little memory", func(s *Source) { s.ReserveMemory = "2000g" }, exitcode.TempFail, isErr(ErrTooLittleMemory), "lower --reserve-memory"},
+		{"no GPUs", func(s *Source) { s.Sysfs, s.NvidiaSMI = t.TempDir(), "testdata/empty.csv" }, exitcode.TempFail, isErr(ErrNoGPUs), ""},
+		{"negative reserve", func(s *Source) { s.ReserveCores = -1 }, exitcode.Usage, nil, "--reserve-cores -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -46,7 +52,10 @@ func TestPlanSource(t *testing.T) {
 			if got := exitcode.Of(err); got != tc.wantCode {
 				t.Fatalf("exit code %d (%v), want %d", got, err, tc.wantCode)
 			}
-			if tc.wantErr != "" {
+			if tc.kind != nil && !tc.kind(err) {
+				t.Errorf("err = %v (%T): not the cause wanted", err, err)
+			}
+			if err != nil {
 				if !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("err = %v, want it to say %q", err, tc.wantErr)
 				}
@@ -135,5 +144,18 @@ func TestHousekeepingNextStep(t *testing.T) {
 		if got := (&Plan{CgroupVersion: v}).HousekeepingNextStep(); !strings.HasPrefix(got, want+", then restart docker") {
 			t.Errorf("cgroup v%d: %q, want %s first", v, got, want)
 		}
+	}
+}
+
+func isErr(target error) func(error) bool {
+	return func(err error) bool { return errors.Is(err, target) }
+}
+
+func isA[T error](err error) bool { return errors.As(err, new(T)) }
+
+func unknownQueue(queue string) func(error) bool {
+	return func(err error) bool {
+		uq, ok := errors.AsType[*registry.UnknownQueueError](err)
+		return ok && uq.Queue == queue
 	}
 }

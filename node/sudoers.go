@@ -64,6 +64,10 @@ func sudoersCommand(argv []string) (string, error) {
 // note when it could not check, and an error when the file is refused.
 type SudoersCheck func(ctx context.Context, data []byte) (note string, err error)
 
+// ErrSudoersRefused is a rendered sudoers drop-in that visudo -c does not
+// parse; the error adds what visudo said.
+var ErrSudoersRefused = errors.New("visudo -c refuses the rendered " + ResetSudoers)
+
 // Visudo is SudoersCheck by `visudo -cf` (sudo's own parser, strict
 // mode off, the file only); where visudo is absent it says so and
 // passes, since a node without sudo never reads the drop-in anyway.
@@ -84,7 +88,7 @@ func Visudo(ctx context.Context, data []byte) (string, error) {
 	out, err := exec.CommandContext(ctx, visudo, "-c", "-f", f).CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return "", fmt.Errorf("visudo -c refuses the rendered %s: %s", ResetSudoers, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("%w: %s", ErrSudoersRefused, strings.TrimSpace(string(out)))
 	}
 	return "", err
 }

@@ -148,6 +148,7 @@ func TestParseJSONRejectsInvalidUTF8(t *testing.T) {
 	t.Parallel()
 	_, err := ParseJSON([]byte("{\"lang\": \"py\", \"x\": \"\xff\"}"))
 	var je *Error
+	// The message is the contract: it tells the submitter the text is not UTF-8.
 	if !errors.As(err, &je) || je.Kind != KindNotJSON || !strings.Contains(err.Error(), "UTF-8") {
 		t.Fatalf("want not-json (UTF-8), got %v", err)
 	}

@@ -64,6 +64,7 @@ func TestValidate(t *testing.T) {
 			if je.Kind != tt.kind || je.Field != tt.field {
 				t.Fatalf("got kind %s field %q (%v), want %s %q", je.Kind, je.Field, err, tt.kind, tt.field)
 			}
+			// One line is the contract: the CLI and the job log print it as it is.
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error spans lines: %q", err)
 			}

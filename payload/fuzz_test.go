@@ -31,6 +31,7 @@ func checkJobError(t *testing.T, err error) {
 	if !IsJobError(err) {
 		t.Fatalf("refusal is not a job error: %T %v", err, err)
 	}
+	// One line is the contract: the CLI and the job log print it as it is.
 	if strings.ContainsAny(err.Error(), "\n\r") {
 		t.Fatalf("error spans lines: %q", err)
 	}

@@ -70,6 +70,7 @@ func TestGigabyteZipBombStopped(t *testing.T) {
 	if !errors.As(err, &je) || je.Kind != KindTooLarge {
 		t.Fatalf("want too-large, got %v", err)
 	}
+	// The message is the contract: the submitter reads the limit, on one line.
 	if !strings.Contains(err.Error(), "16 MiB limit") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("error should name the limit on one line: %q", err)
 	}

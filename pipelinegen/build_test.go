@@ -1,6 +1,8 @@
 package pipelinegen
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,24 +40,25 @@ func TestFromBuild(t *testing.T) {
 		env   map[string]string
 		noJob bool
 		usage bool
-		err   string
+		kind  func(error) bool // which failure; nil: accepted
+		text  string           // where the message is the contract: it tells the caller what to pass
 		runID string
 	}{
 		{name: "job and queue from the env", env: map[string]string{contract.EnvPayload: in.Encoded, contract.EnvQueue: "h100", contract.EnvRunID: "r7"}, runID: "r7"},
 		{name: "--queue beats the env", b: Build{Queue: "nvidia-h100"}, env: map[string]string{contract.EnvPayload: in.Encoded, contract.EnvQueue: "nowhere"}},
 		{name: "no job: a pipeline that passes", env: map[string]string{contract.EnvQueue: "h100"}, noJob: true},
-		{name: "no job in a named file is an error", b: Build{PayloadFile: filepath.Join(dir, "none")}, usage: true, err: "reading job"},
-		{name: "no queue", env: map[string]string{contract.EnvPayload: in.Encoded}, usage: true, err: "no queue: pass --queue or set KERNELBOT_QUEUE (known: nvidia-h100"},
-		{name: "unknown queue", b: Build{Queue: "h200"}, env: map[string]string{contract.EnvPayload: in.Encoded}, usage: true, err: `unknown queue "h200"`},
-		{name: "invalid job", b: Build{PayloadFile: bad, Queue: "h100"}, err: "invalid job"},
-		{name: "bad priority", env: map[string]string{contract.EnvPayload: in.Encoded, contract.EnvQueue: "h100", contract.EnvPriority: "high"}, err: contract.EnvPriority},
+		{name: "no job in a named file is an error", b: Build{PayloadFile: filepath.Join(dir, "none")}, usage: true, kind: isErr(fs.ErrNotExist)},
+		{name: "no queue", env: map[string]string{contract.EnvPayload: in.Encoded}, usage: true, kind: isA[*NoQueueError], text: "no queue: pass --queue or set KERNELBOT_QUEUE (known: nvidia-h100"},
+		{name: "unknown queue", b: Build{Queue: "h200"}, env: map[string]string{contract.EnvPayload: in.Encoded}, usage: true, kind: isUnknownQueue("h200")},
+		{name: "invalid job", b: Build{PayloadFile: bad, Queue: "h100"}, kind: func(err error) bool { return isFieldError(err, "lang") }},
+		{name: "bad priority", env: map[string]string{contract.EnvPayload: in.Encoded, contract.EnvQueue: "h100", contract.EnvPriority: "high"}, kind: func(err error) bool { return isFieldError(err, contract.EnvPriority) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.b.Lookup = contract.MapLookup(tc.env)
 			p, noJob, err := FromBuild(reg, tc.b, Options{})
-			if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
-				t.Fatalf("error %v, want one containing %q", err, tc.err)
+			if (err == nil) != (tc.kind == nil) || (err != nil && (!tc.kind(err) || !strings.Contains(err.Error(), tc.text))) {
+				t.Fatalf("error %v (%T): not the failure wanted (saying %q)", err, err, tc.text)
 			}
 			if exitcode.IsUsage(err) != tc.usage || (err != nil && !tc.usage && !payload.IsJobError(err)) {
 				t.Fatalf("IsUsage(%v) = %v, job error %v; want usage %v", err, exitcode.IsUsage(err), payload.IsJobError(err), tc.usage)
@@ -76,5 +79,18 @@ func TestFromBuild(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func isErr(target error) func(error) bool {
+	return func(err error) bool { return errors.Is(err, target) }
+}
+
+func isA[T error](err error) bool { return errors.As(err, new(T)) }
+
+func isUnknownQueue(queue string) func(error) bool {
+	return func(err error) bool {
+		uq, ok := errors.AsType[*registry.UnknownQueueError](err)
+		return ok && uq.Queue == queue
 	}
 }

@@ -222,34 +222,37 @@ func TestShapeRefusals(t *testing.T) {
 			c.Benchmarks = append(slices.Clone(c.Benchmarks), payload.Case{{Key: "world_size", Value: payload.StringScalar(n)}})
 		}
 	}
+	// wantErr is text because the message is the contract: it tells the
+	// submitter which queue to use instead and why.
 	tests := []struct {
 		name, queue string
 		job         func(*testing.T) *payload.Input
-		wantErr     []string // all in the message; nil: accepted
+		field       string   // the payload.Error's Field; "": accepted
+		wantErr     []string // all in the message
 		wantGPUs    int
 	}{
-		{"multi-GPU job on a one-GPU queue", "nvidia-h100", multi("nvidia-h100x8", payload.ModeTest, nil), []string{"multiple GPUs", "use nvidia-h100x8"}, 0},
-		{"multi-GPU job on an AMD one-GPU queue", "mi300", multi("amd-mi300x8", payload.ModeLeaderboard, nil), []string{"multiple GPUs", "use amd-mi300x8"}, 0},
-		{"multi-GPU job where no shape has more", "nvidia-b200", multi("nvidia-h100x8", payload.ModeTest, nil), []string{"multiple GPUs"}, 0},
-		{"one-GPU job on an 8-GPU queue", "h100x8", oneGPU(payload.ModeTest), []string{"only multi_gpu jobs", "7 idle", "use nvidia-h100 or nvidia-h100-mig or nebius-h100"}, 0},
-		{"one-GPU job on an L4x4 queue", "l4x4", oneGPU(payload.ModeLeaderboard), []string{"only multi_gpu jobs", "use nvidia-l4"}, 0},
-		{"one-GPU job on an MI300x8 queue", "mi300x8", oneGPU(payload.ModeTest), []string{"use amd-mi300"}, 0},
-		{"world_size beyond the queue", "l4x4", multi("nvidia-l4x4", payload.ModeTest, worldSize("8")), []string{"benchmarks", "world_size 8", "4 GPUs"}, 0},
-		{"world_size not a number", "l4x4", multi("nvidia-l4x4", payload.ModeTest, worldSize("two")), []string{`world_size "two"`}, 0},
-		{"ranked job on a MIG queue", "h100-mig", oneGPU(payload.ModeLeaderboard), []string{"runs only test jobs", "use nvidia-h100 or nebius-h100"}, 0},
-		{"benchmark on a MIG queue", "nvidia-h100-mig", oneGPU(payload.ModeBenchmark), []string{"runs only test jobs"}, 0},
-		{"ncu profile on a multi-GPU queue", "h100x8", multi("nvidia-h100x8", payload.ModeProfile, nil), []string{"ncu"}, 0},
-		{"test on a MIG queue", "h100-mig", oneGPU(payload.ModeTest), nil, 1},
-		{"multi-GPU test on h100x8", "h100x8", multi("nvidia-h100x8", payload.ModeTest, nil), nil, 8},
-		{"multi-GPU ranked on mi300x8", "mi300x8", multi("amd-mi300x8", payload.ModeLeaderboard, nil), nil, 8},
-		{"rocprofv3 profile on mi300x8", "mi300x8", multi("amd-mi300x8", payload.ModeProfile, nil), nil, 8},
-		{"world_size 2 on l4x4", "l4x4", multi("nvidia-l4x4", payload.ModeTest, worldSize("2")), nil, 4},
+		{"multi-GPU job on a one-GPU queue", "nvidia-h100", multi("nvidia-h100x8", payload.ModeTest, nil), "multi_gpu", []string{"multiple GPUs", "use nvidia-h100x8"}, 0},
+		{"multi-GPU job on an AMD one-GPU queue", "mi300", multi("amd-mi300x8", payload.ModeLeaderboard, nil), "multi_gpu", []string{"multiple GPUs", "use amd-mi300x8"}, 0},
+		{"multi-GPU job where no shape has more", "nvidia-b200", multi("nvidia-h100x8", payload.ModeTest, nil), "multi_gpu", []string{"multiple GPUs"}, 0},
+		{"one-GPU job on an 8-GPU queue", "h100x8", oneGPU(payload.ModeTest), "multi_gpu", []string{"only multi_gpu jobs", "7 idle", "use nvidia-h100 or nvidia-h100-mig or nebius-h100"}, 0},
+		{"one-GPU job on an L4x4 queue", "l4x4", oneGPU(payload.ModeLeaderboard), "multi_gpu", []string{"only multi_gpu jobs", "use nvidia-l4"}, 0},
+		{"one-GPU job on an MI300x8 queue", "mi300x8", oneGPU(payload.ModeTest), "multi_gpu", []string{"use amd-mi300"}, 0},
+		{"world_size beyond the queue", "l4x4", multi("nvidia-l4x4", payload.ModeTest, worldSize("8")), "benchmarks", []string{"benchmarks", "world_size 8", "4 GPUs"}, 0},
+		{"world_size not a number", "l4x4", multi("nvidia-l4x4", payload.ModeTest, worldSize("two")), "benchmarks", []string{`world_size "two"`}, 0},
+		{"ranked job on a MIG queue", "h100-mig", oneGPU(payload.ModeLeaderboard), "mode", []string{"runs only test jobs", "use nvidia-h100 or nebius-h100"}, 0},
+		{"benchmark on a MIG queue", "nvidia-h100-mig", oneGPU(payload.ModeBenchmark), "mode", []string{"runs only test jobs"}, 0},
+		{"ncu profile on a multi-GPU queue", "h100x8", multi("nvidia-h100x8", payload.ModeProfile, nil), "multi_gpu", []string{"ncu"}, 0},
+		{"test on a MIG queue", "h100-mig", oneGPU(payload.ModeTest), "", nil, 1},
+		{"multi-GPU test on h100x8", "h100x8", multi("nvidia-h100x8", payload.ModeTest, nil), "", nil, 8},
+		{"multi-GPU ranked on mi300x8", "mi300x8", multi("amd-mi300x8", payload.ModeLeaderboard, nil), "", nil, 8},
+		{"rocprofv3 profile on mi300x8", "mi300x8", multi("amd-mi300x8", payload.ModeProfile, nil), "", nil, 8},
+		{"world_size 2 on l4x4", "l4x4", multi("nvidia-l4x4", payload.ModeTest, worldSize("2")), "", nil, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			eval, err := EvalFor(Job{Input: tc.job(t)}, mustVendor(t, tc.queue), Options{})
-			if tc.wantErr == nil {
+			if tc.field == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
@@ -258,9 +261,8 @@ func TestShapeRefusals(t *testing.T) {
 				}
 				return
 			}
-			var pe *payload.Error
-			if !errors.As(err, &pe) {
-				t.Fatalf("want a payload.Error (exit 65), got %v", err)
+			if !isFieldError(err, tc.field) {
+				t.Fatalf("want a payload.Error (exit 65) at %s, got %v", tc.field, err)
 			}
 			for _, w := range tc.wantErr {
 				if !strings.Contains(err.Error(), w) {

@@ -123,7 +123,7 @@ func run(cmd *exec.Cmd) ([]byte, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return out.Bytes(), fmt.Errorf("%s: %v: %s", cmd.Args[0], err, failureReason(errb.String()))
+		return out.Bytes(), fmt.Errorf("%s: %w: %s", cmd.Args[0], err, failureReason(errb.String()))
 	}
 	return out.Bytes(), nil
 }

@@ -1,6 +1,7 @@
 package qualify
 
 import (
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -36,7 +37,12 @@ func TestRunReportsTheReason(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command("sh", "-c", `echo "docker: Error response from daemon: unknown runtime: nvidia." >&2; echo "Run 'docker run --help' for more information" >&2; exit 125`)
 	_, err := run(cmd)
-	if err == nil || !strings.Contains(err.Error(), "unknown runtime: nvidia.") || strings.Contains(err.Error(), "for more information") {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 125 {
+		t.Fatalf("error %v: want docker's exit status 125", err)
+	}
+	// The message is the contract: the operator reads the daemon's reason.
+	if !strings.Contains(err.Error(), "unknown runtime: nvidia.") || strings.Contains(err.Error(), "for more information") {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package qualify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -96,16 +97,28 @@ type p2pOutput struct {
 	} `json:"pairs"`
 }
 
+// errNoP2PResult is the peer-to-peer script's output with no JSON in it
+// (a Python traceback, torch missing).
+var errNoP2PResult = errors.New("the peer-to-peer check printed no result")
+
+// p2pDeviceError is a pair the script measured that is not two devices of
+// the set it was given.
+type p2pDeviceError struct{ From, To, Of int }
+
+func (e *p2pDeviceError) Error() string {
+	return fmt.Sprintf("the peer-to-peer check named devices %d → %d of a set of %d", e.From, e.To, e.Of)
+}
+
 // pairsOf names the measured pairs by the set's GPU UUIDs.
 func pairsOf(out []byte, set []node.GPU) ([]P2PPair, error) {
 	var p p2pOutput
 	if err := json.Unmarshal(out, &p); err != nil {
-		return nil, fmt.Errorf("the peer-to-peer check printed no result: %q", firstLine(string(out)))
+		return nil, fmt.Errorf("%w: %q", errNoP2PResult, firstLine(string(out)))
 	}
 	var pairs []P2PPair
 	for _, q := range p.Pairs {
 		if q.From < 0 || q.From >= len(set) || q.To < 0 || q.To >= len(set) || q.From == q.To {
-			return nil, fmt.Errorf("the peer-to-peer check named devices %d → %d of a set of %d", q.From, q.To, len(set))
+			return nil, &p2pDeviceError{From: q.From, To: q.To, Of: len(set)}
 		}
 		pairs = append(pairs, P2PPair{From: set[q.From].UUID, To: set[q.To].UUID, Peer: q.Peer, GBps: round2(q.GBps)})
 	}

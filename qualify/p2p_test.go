@@ -2,6 +2,7 @@ package qualify
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -61,22 +62,25 @@ func TestPairsOf(t *testing.T) {
 		name    string
 		out     string
 		want    []P2PPair
-		wantErr string
+		wantErr error
 	}{
 		{name: "both directions", out: `{"pairs": [{"from": 0, "to": 1, "peer": true, "gbps": 371.456}, {"from": 1, "to": 0, "peer": true, "gbps": 369.2}]}`,
 			want: []P2PPair{{From: "GPU-4", To: "GPU-5", Peer: true, GBps: 371.46}, {From: "GPU-5", To: "GPU-4", Peer: true, GBps: 369.2}}},
-		{name: "index outside the set", out: `{"pairs": [{"from": 0, "to": 2, "peer": true, "gbps": 1}]}`, wantErr: "devices 0 → 2 of a set of 2"},
-		{name: "a pair with itself", out: `{"pairs": [{"from": 1, "to": 1, "peer": true, "gbps": 1}]}`, wantErr: "devices 1 → 1"},
-		{name: "not json", out: "Traceback (most recent call last):\n", wantErr: "printed no result"},
+		{name: "index outside the set", out: `{"pairs": [{"from": 0, "to": 2, "peer": true, "gbps": 1}]}`, wantErr: &p2pDeviceError{From: 0, To: 2, Of: 2}},
+		{name: "a pair with itself", out: `{"pairs": [{"from": 1, "to": 1, "peer": true, "gbps": 1}]}`, wantErr: &p2pDeviceError{From: 1, To: 1, Of: 2}},
+		{name: "not json", out: "Traceback (most recent call last):\n", wantErr: errNoP2PResult},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := pairsOf([]byte(tc.out), set)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("pairsOf: %v; want an error with %q", err, tc.wantErr)
-				}
+			var de *p2pDeviceError
+			switch want, ok := tc.wantErr.(*p2pDeviceError); {
+			case ok && (!errors.As(err, &de) || *de != *want):
+				t.Fatalf("pairsOf: %v; want %v", err, want)
+			case tc.wantErr != nil && !ok && !errors.Is(err, tc.wantErr):
+				t.Fatalf("pairsOf: %v; want %v", err, tc.wantErr)
+			case tc.wantErr != nil:
 				return
 			}
 			if err != nil || !slices.Equal(got, tc.want) {

@@ -91,8 +91,12 @@ func (s Setup) image(p *node.Plan) (string, error) {
 	if image := node.QueueImage(p, reg); image != "" {
 		return image, nil
 	}
-	return "", exitcode.With(exitcode.Usage, errors.New("no image for the calibration containers: pass --image (any image; kbgen itself is mounted), or --no-sandbox"))
+	return "", exitcode.With(exitcode.Usage, ErrNoImage)
 }
+
+// ErrNoImage is a sandboxed calibration with no image to run it in: no
+// --image, and no queue whose registry profile names one.
+var ErrNoImage = errors.New("no image for the calibration containers: pass --image (any image; kbgen itself is mounted), or --no-sandbox")
 
 // gpuPart sets o.GPU, or o.GPUNote saying why there is none. The GPU
 // calibration is the host's python3 with torch, so only the pinned

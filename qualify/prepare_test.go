@@ -2,6 +2,8 @@ package qualify
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -21,16 +23,17 @@ func TestPrepare(t *testing.T) {
 		name         string
 		setup        Setup
 		wantCode     int
-		wantErr      string
+		wantIs       error  // the cause, where it has a kind
+		wantErr      string // the flag or file the operator must fix, named
 		wantLauncher string
 		wantNote     string
 	}{
 		{name: "pinned processes, GPU part off", setup: Setup{Machine: l40s(""), NoSandbox: true, GPU: GPUOff},
 			wantLauncher: (&Direct{}).Name(), wantNote: "--gpu off"},
 		{name: "no queue, so no image", setup: Setup{Machine: l40s(""), GPU: GPUAuto},
-			wantCode: exitcode.Usage, wantErr: "no image for the calibration containers"},
+			wantCode: exitcode.Usage, wantIs: ErrNoImage, wantErr: "--image"},
 		{name: "a registry that does not load", setup: Setup{Machine: l40s("nvidia-l40s"), Vendors: "testdata/none.yaml", GPU: GPUAuto},
-			wantCode: exitcode.Usage, wantErr: "none.yaml"},
+			wantCode: exitcode.Usage, wantIs: fs.ErrNotExist, wantErr: "none.yaml"},
 		{name: "the machine's own usage error", setup: Setup{Machine: node.Source{ReserveMemory: "lots"}, NoSandbox: true},
 			wantCode: exitcode.Usage, wantErr: "--reserve-memory"},
 	} {
@@ -41,7 +44,11 @@ func TestPrepare(t *testing.T) {
 			if got := exitcode.Of(err); got != tc.wantCode {
 				t.Fatalf("exit code %d (%v), want %d", got, err, tc.wantCode)
 			}
+			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
+				t.Errorf("err = %v, want %v", err, tc.wantIs)
+			}
 			if tc.wantErr != "" {
+				// The message is the contract: it names what the operator must fix.
 				if !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("err = %v, want it to say %q", err, tc.wantErr)
 				}

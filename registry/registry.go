@@ -67,7 +67,7 @@ func Parse(data []byte) (*Registry, error) {
 		v.Resources.canonicalSizes()
 		for _, name := range append([]string{v.Queue}, v.Aliases...) {
 			if other, dup := reg.byName[name]; dup {
-				return nil, fmt.Errorf("queue name %q is used by both %q and %q", name, other.Queue, v.Queue)
+				return nil, &DuplicateQueueError{Name: name, First: other.Queue, Second: v.Queue}
 			}
 			reg.byName[name] = v
 		}
@@ -89,6 +89,17 @@ func linkShapes(vs []*Vendor) {
 			}
 		}
 	}
+}
+
+// DuplicateQueueError is a queue name (a queue or an alias) that two
+// vendors claim: a step sent to it would land on either.
+type DuplicateQueueError struct {
+	Name          string
+	First, Second string // the queues of the two vendors, in file order
+}
+
+func (e *DuplicateQueueError) Error() string {
+	return fmt.Sprintf("queue name %q is used by both %q and %q", e.Name, e.First, e.Second)
 }
 
 // UnknownQueueError is returned for a queue the registry does not list.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gpu-mode/kbgen/payload"
+	"gopkg.in/yaml.v3"
 )
 
 func TestEmbeddedRegistry(t *testing.T) {
@@ -89,32 +90,34 @@ func TestRegistryValidation(t *testing.T) {
 	tests := []struct {
 		name    string
 		replace [2]string
-		wantErr string
+		// field is the FieldError's Field; key an unknown key, which the
+		// YAML decoder refuses and names (the operator reads which).
+		field, key string
 	}{
-		{"good", [2]string{"", ""}, ""},
-		{"bad runtime", [2]string{"runtime: nvidia", "runtime: cuda"}, `runtime "cuda"`},
-		{"bad memory", [2]string{"memory: 8g", "memory: lots"}, "resources.memory"},
-		{"bad shm", [2]string{"shm-size: 1g", "shm-size: 1e3"}, "resources.shm-size"},
-		{"zero shm, docker's no limit", [2]string{"shm-size: 1g", "shm-size: 0g"}, "resources.shm-size"},
+		{"good", [2]string{"", ""}, "", ""},
+		{"bad runtime", [2]string{"runtime: nvidia", "runtime: cuda"}, "runtime", ""},
+		{"bad memory", [2]string{"memory: 8g", "memory: lots"}, "resources.memory", ""},
+		{"bad shm", [2]string{"shm-size: 1g", "shm-size: 1e3"}, "resources.shm-size", ""},
+		{"zero shm, docker's no limit", [2]string{"shm-size: 1g", "shm-size: 0g"}, "resources.shm-size", ""},
 		// The sandbox and the pod spec read sizes with internal/size too:
 		// what they take, the registry takes (1.5g was refused here only).
-		{"fractional memory", [2]string{"memory: 8g", "memory: 1.5g"}, ""},
-		{"docker's GiB spelling", [2]string{"shm-size: 1g", "shm-size: 1GiB"}, ""},
-		{"unknown key", [2]string{"gpu: G", "gpu: G\n    gpu_count: 8"}, "gpu_count"},
-		{"bad image", [2]string{"example.com/img:1", "Example.com/$(id)"}, "image"},
+		{"fractional memory", [2]string{"memory: 8g", "memory: 1.5g"}, "", ""},
+		{"docker's GiB spelling", [2]string{"shm-size: 1g", "shm-size: 1GiB"}, "", ""},
+		{"unknown key", [2]string{"gpu: G", "gpu: G\n    gpu_count: 8"}, "", "gpu_count"},
+		{"bad image", [2]string{"example.com/img:1", "Example.com/$(id)"}, "image", ""},
 		// internal/imageref, the sandbox's parser too: docker's grammar.
-		{"upper-case repository", [2]string{"example.com/img:1", "example.com/Img:1"}, "image"},
-		{"registry port, upper-case tag", [2]string{"example.com/img:1", "localhost:5000/img:12.8-Devel"}, ""},
-		{"arch on rocm", [2]string{"runtime: nvidia", "runtime: rocm"}, "arch is an nvcc setting"},
-		{"bad queue", [2]string{"queue: q1", "queue: Q 1"}, "queue"},
-		{"bad mode", [2]string{"gpu: G", "gpu: G\n    modes: [test, ranked]"}, `modes: "ranked"`},
-		{"modes", [2]string{"gpu: G", "gpu: G\n    modes: [test, benchmark]"}, ""},
-		{"no cpus", [2]string{"cpus: 2", "cpus: 0"}, "resources.cpus"},
-		{"low pids", [2]string{"pids-limit: 256", "pids-limit: 8"}, "pids-limit"},
-		{"no max timeout", [2]string{"max-minutes: 30", "max-minutes: 0"}, "max-minutes"},
-		{"noise policy", [2]string{"max-minutes: 30}", "max-minutes: 30}\n    noise: {max_steal_percent: 2.5, retry: true}"}, ""},
-		{"noise threshold out of range", [2]string{"max-minutes: 30}", "max-minutes: 30}\n    noise: {max_steal_percent: 150}"}, "noise.max_steal_percent 150"},
-		{"unknown noise key", [2]string{"max-minutes: 30}", "max-minutes: 30}\n    noise: {steal: 5}"}, "steal"},
+		{"upper-case repository", [2]string{"example.com/img:1", "example.com/Img:1"}, "image", ""},
+		{"registry port, upper-case tag", [2]string{"example.com/img:1", "localhost:5000/img:12.8-Devel"}, "", ""},
+		{"arch on rocm", [2]string{"runtime: nvidia", "runtime: rocm"}, "arch", ""},
+		{"bad queue", [2]string{"queue: q1", "queue: Q 1"}, "queue", ""},
+		{"bad mode", [2]string{"gpu: G", "gpu: G\n    modes: [test, ranked]"}, "modes", ""},
+		{"modes", [2]string{"gpu: G", "gpu: G\n    modes: [test, benchmark]"}, "", ""},
+		{"no cpus", [2]string{"cpus: 2", "cpus: 0"}, "resources.cpus", ""},
+		{"low pids", [2]string{"pids-limit: 256", "pids-limit: 8"}, "resources.pids-limit", ""},
+		{"no max timeout", [2]string{"max-minutes: 30", "max-minutes: 0"}, "timeouts.max-minutes", ""},
+		{"noise policy", [2]string{"max-minutes: 30}", "max-minutes: 30}\n    noise: {max_steal_percent: 2.5, retry: true}"}, "", ""},
+		{"noise threshold out of range", [2]string{"max-minutes: 30}", "max-minutes: 30}\n    noise: {max_steal_percent: 150}"}, "noise", ""},
+		{"unknown noise key", [2]string{"max-minutes: 30}", "max-minutes: 30}\n    noise: {steal: 5}"}, "", "steal"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,19 +127,21 @@ func TestRegistryValidation(t *testing.T) {
 				doc = strings.Replace(good, tt.replace[0], tt.replace[1], 1)
 			}
 			_, err := Parse([]byte(doc))
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("want error containing %q, got %v", tt.wantErr, err)
+			var fe *FieldError
+			var te *yaml.TypeError
+			switch {
+			case tt.field == "" && tt.key == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field):
+				t.Fatalf("want a FieldError for %s, got %v", tt.field, err)
+			case tt.key != "" && (!errors.As(err, &te) || !strings.Contains(err.Error(), tt.key)):
+				t.Fatalf("want the unknown key %s named, got %v", tt.key, err)
 			}
 		})
 	}
 	dup := good + strings.Replace(strings.TrimPrefix(good, "vendors:\n"), "queue: q1", "queue: q2\n    aliases: [q1]", 1)
-	if _, err := Parse([]byte(dup)); err == nil || !strings.Contains(err.Error(), `"q1" is used by both`) {
+	var de *DuplicateQueueError
+	if _, err := Parse([]byte(dup)); !errors.As(err, &de) || *de != (DuplicateQueueError{Name: "q1", First: "q1", Second: "q2"}) {
 		t.Fatalf("duplicate queue not caught: %v", err)
 	}
 	if _, err := Parse([]byte("vendors: []\n")); err == nil {
@@ -175,7 +180,8 @@ func TestLoadRegistryFile(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 	os.WriteFile(path, []byte("vendors:\n  - queue: x\n"), 0o644)
-	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), path) {
+	// The message is the contract: the operator reads which file to fix.
+	if _, err := Load(path); !errors.As(err, new(*FieldError)) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("error should name the file: %v", err)
 	}
 }

@@ -49,15 +49,33 @@ type StepClaim struct {
 // StepSignatureError is a step kbgen sandbox must not run: its signature
 // is missing, does not verify with the node's keys, or signs another step
 // than the one about to run (a step changed after signing). A retry would
-// get the same step, so the CLI exits 65 (exitcode.BadJob).
-type StepSignatureError struct{ Msg string }
+// get the same step, so the CLI exits 65 (exitcode.BadJob). Kind is which
+// of those (ErrUnsigned, ErrBadSignature, ErrChanged), for errors.Is.
+type StepSignatureError struct {
+	Kind error
+	Msg  string
+}
 
 func (e *StepSignatureError) Error() string {
 	return "refusing the step: " + e.Msg
 }
 
-func stepSigErrorf(format string, args ...any) error {
-	return &StepSignatureError{Msg: fmt.Sprintf(format, args...)}
+func (e *StepSignatureError) Unwrap() error { return e.Kind }
+
+// The kinds of StepSignatureError: what the operator fixes differs (sign
+// the pipeline; hand the node the current key; ask who altered the step).
+var (
+	// ErrUnsigned is a step with no signature on a node that verifies.
+	ErrUnsigned = errors.New("step not signed")
+	// ErrBadSignature is a signature this node's keys do not vouch for:
+	// none to check with, another key's, or not over a step claim.
+	ErrBadSignature = errors.New("step signature does not verify")
+	// ErrChanged is a step that differs from the one that was signed.
+	ErrChanged = errors.New("step changed after signing")
+)
+
+func stepSigErrorf(kind error, format string, args ...any) error {
+	return &StepSignatureError{Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }
 
 // SignStep signs claim with key (a private key from ParsePrivate) as a
@@ -97,21 +115,21 @@ func SignStep(claim StepClaim, key jwk.Key) (string, error) {
 // The error is a *StepSignatureError naming the first field that differs.
 func VerifyStep(token string, keys jwk.Set, want StepClaim) error {
 	if token == "" {
-		return stepSigErrorf("it carries no %s, and this node verifies steps (%s is set)", contract.EnvStepSignature, contract.EnvVerificationKey)
+		return stepSigErrorf(ErrUnsigned, "it carries no %s, and this node verifies steps (%s is set)", contract.EnvStepSignature, contract.EnvVerificationKey)
 	}
 	if keys == nil || keys.Len() == 0 {
-		return stepSigErrorf("no verification keys")
+		return stepSigErrorf(ErrBadSignature, "no verification keys")
 	}
 	body, err := jws.Verify([]byte(token), jws.WithKeySet(keys, jws.WithInferAlgorithmFromKey(true)))
 	if err != nil {
-		return stepSigErrorf("its %s does not verify with this node's keys (%v)", contract.EnvStepSignature, err)
+		return stepSigErrorf(ErrBadSignature, "its %s does not verify with this node's keys (%v)", contract.EnvStepSignature, err)
 	}
 	var got StepClaim
 	if err := json.Unmarshal(body, &got); err != nil {
-		return stepSigErrorf("its signed claim is not a step claim: %v", err)
+		return stepSigErrorf(ErrBadSignature, "its signed claim is not a step claim: %v", err)
 	}
 	if field := firstDiff(got, want); field != "" {
-		return stepSigErrorf("it was changed after signing: %s differs from what kbgen generate signed", field)
+		return stepSigErrorf(ErrChanged, "it was changed after signing: %s differs from what kbgen generate signed", field)
 	}
 	return nil
 }

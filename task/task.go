@@ -151,7 +151,7 @@ func load(ymlPath, name string, read readFunc) (*Task, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&s); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("task %s: the file is empty", ymlPath)
+			return nil, fmt.Errorf("task %s: %w", ymlPath, ErrEmpty)
 		}
 		return nil, fmt.Errorf("task %s: %w", ymlPath, oneLine(err))
 	}
@@ -181,27 +181,27 @@ func (s *spec) resolve(read readFunc) (*Task, error) {
 	switch t.Lang {
 	case payload.LangPython, payload.LangCUDA:
 	case "":
-		return nil, errors.New(`lang: missing (want "py" or "cu")`)
+		return nil, specErr("lang", `lang: missing (want "py" or "cu")`)
 	default:
-		return nil, fmt.Errorf(`lang: unknown language %q (want "py" or "cu")`, s.Lang)
+		return nil, specErr("lang", `lang: unknown language %q (want "py" or "cu")`, s.Lang)
 	}
 	if t.RankingBy == "" {
 		t.RankingBy = payload.RankingLast
 	}
 	if len(s.Files) == 0 {
-		return nil, errors.New("files: the task names no files")
+		return nil, specErr("files", "files: the task names no files")
 	}
 	seen := map[string]bool{}
 	subs := 0
 	for i, f := range s.Files {
 		if f.Name == "" || f.Source == "" {
-			return nil, fmt.Errorf("files[%d]: needs both name and source", i)
+			return nil, specErr(fmt.Sprintf("files[%d]", i), "files[%d]: needs both name and source", i)
 		}
 		if err := payload.CheckFileName(f.Name); err != nil {
-			return nil, fmt.Errorf("files[%d]: %w", i, err)
+			return nil, specErr(fmt.Sprintf("files[%d]", i), "files[%d]: %w", i, err)
 		}
 		if seen[f.Name] {
-			return nil, fmt.Errorf("files[%d]: %q is named twice", i, f.Name)
+			return nil, specErr(fmt.Sprintf("files[%d]", i), "files[%d]: %q is named twice", i, f.Name)
 		}
 		seen[f.Name] = true
 		if f.Source == SubmissionPlaceholder {
@@ -210,24 +210,24 @@ func (s *spec) resolve(read readFunc) (*Task, error) {
 			continue
 		}
 		if strings.HasPrefix(f.Source, "@") && strings.HasSuffix(f.Source, "@") {
-			return nil, fmt.Errorf("files[%d]: unknown placeholder %s (only %s is filled in)", i, f.Source, SubmissionPlaceholder)
+			return nil, specErr(fmt.Sprintf("files[%d]", i), "files[%d]: unknown placeholder %s (only %s is filled in)", i, f.Source, SubmissionPlaceholder)
 		}
 		b, err := read(f.Source)
 		if err != nil {
-			return nil, fmt.Errorf("files[%d] (%s): %w", i, f.Name, err)
+			return nil, specErr(fmt.Sprintf("files[%d]", i), "files[%d] (%s): %w", i, f.Name, err)
 		}
 		t.Files = append(t.Files, File{Name: f.Name, Content: string(b)})
 	}
 	if subs != 1 {
-		return nil, fmt.Errorf("files: want exactly one file with source %s, found %d", SubmissionPlaceholder, subs)
+		return nil, specErr("files", "files: want exactly one file with source %s, found %d", SubmissionPlaceholder, subs)
 	}
 	if t.Lang == payload.LangCUDA {
 		if len(t.Sources) == 0 {
-			return nil, errors.New("config.sources: a cu task names the files to compile")
+			return nil, specErr("config.sources", "config.sources: a cu task names the files to compile")
 		}
 		for _, src := range t.Sources {
 			if !seen[src] {
-				return nil, fmt.Errorf("config.sources: %q is not one of the files", src)
+				return nil, specErr("config.sources", "config.sources: %q is not one of the files", src)
 			}
 		}
 		if len(s.Config.Defines) > 0 {
@@ -235,13 +235,13 @@ func (s *spec) resolve(read readFunc) (*Task, error) {
 			for k, n := range s.Config.Defines {
 				var v payload.Scalar
 				if err := jsonFromNode(&n, &v); err != nil {
-					return nil, fmt.Errorf("config.defines.%s: %w", k, err)
+					return nil, specErr("config.defines."+k, "config.defines.%s: %w", k, err)
 				}
 				t.Defines[k] = v
 			}
 		}
 	} else if t.Main == "" {
-		return nil, errors.New("config.main: a py task names the script to run (e.g. eval.py)")
+		return nil, specErr("config.main", "config.main: a py task names the script to run (e.g. eval.py)")
 	}
 	var err error
 	if t.Tests, err = cases("tests", s.Tests); err != nil {
@@ -257,7 +257,7 @@ func (s *spec) resolve(read readFunc) (*Task, error) {
 		}{{"tests", t.Tests}, {"benchmarks", t.Benchmarks}} {
 			for i, c := range group.cases {
 				if _, ok := c.Get("world_size"); !ok {
-					return nil, fmt.Errorf("%s[%d]: a multi_gpu task gives every case a world_size", group.name, i)
+					return nil, specErr(fmt.Sprintf("%s[%d]", group.name, i), "%s[%d]: a multi_gpu task gives every case a world_size", group.name, i)
 				}
 			}
 		}
@@ -320,11 +320,11 @@ func cases(field string, nodes []yaml.Node) ([]payload.Case, error) {
 	out := make([]payload.Case, 0, len(nodes))
 	for i := range nodes {
 		if nodes[i].Kind != yaml.MappingNode {
-			return nil, fmt.Errorf("%s[%d]: line %d: a case is a mapping of name to value", field, i, nodes[i].Line)
+			return nil, specErr(fmt.Sprintf("%s[%d]", field, i), "%s[%d]: line %d: a case is a mapping of name to value", field, i, nodes[i].Line)
 		}
 		var c payload.Case
 		if err := jsonFromNode(&nodes[i], &c); err != nil {
-			return nil, fmt.Errorf("%s[%d]: line %d: %w", field, i, nodes[i].Line, err)
+			return nil, specErr(fmt.Sprintf("%s[%d]", field, i), "%s[%d]: line %d: %w", field, i, nodes[i].Line, err)
 		}
 		out = append(out, c)
 	}
@@ -339,7 +339,35 @@ func intOr(p *int, def int) int {
 }
 
 // oneLine keeps yaml's multi-error messages to the single line the CLI
-// prints.
+// prints; the error stays yaml's (a *yaml.TypeError for a wrong shape).
 func oneLine(err error) error {
-	return errors.New(strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " "))
+	return &oneLineError{msg: strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " "), err: err}
+}
+
+type oneLineError struct {
+	msg string
+	err error
+}
+
+func (e *oneLineError) Error() string { return e.msg }
+func (e *oneLineError) Unwrap() error { return e.err }
+
+// ErrEmpty is a task.yml with nothing in it.
+var ErrEmpty = errors.New("the file is empty")
+
+// SpecError is a task.yml the loader refuses at one key. Its message is
+// the task author's (the key, what is wrong, what is wanted); Field says
+// which key to a caller.
+type SpecError struct {
+	// Field is the key as task.yml spells it: "lang", "files[1]",
+	// "config.sources", "tests[0]".
+	Field string
+	Err   error
+}
+
+func (e *SpecError) Error() string { return e.Err.Error() }
+func (e *SpecError) Unwrap() error { return e.Err }
+
+func specErr(field, format string, args ...any) error {
+	return &SpecError{Field: field, Err: fmt.Errorf(format, args...)}
 }

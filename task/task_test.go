@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/gpu-mode/kbgen/payload"
 )
 
@@ -68,35 +70,39 @@ func TestBuildErrors(t *testing.T) {
   - {"name": "submission.py", "source": "@SUBMISSION@"}
   - {"name": "eval.py", "source": "eval.py"}
 `
+	// kind is which failure; text is checked only where yaml gives the
+	// failure no type, or where two rows of one key differ only in what
+	// the message tells the task author.
 	tests := []struct {
-		name    string
-		yml     string // written as task.yml with eval.py beside it; "" = no task.yml
-		mode    payload.Mode
-		wantErr string
-		jobErr  bool // a *payload.Error (exit 65 in the CLI)
+		name   string
+		yml    string // written as task.yml with eval.py beside it; "" = no task.yml
+		mode   payload.Mode
+		kind   func(error) bool
+		text   string
+		jobErr bool // a *payload.Error (exit 65 in the CLI)
 	}{
-		{name: "missing task.yml", wantErr: "reading task: open "},
-		{name: "empty", yml: "\n", wantErr: "the file is empty"},
-		{name: "not yaml", yml: "files: [\n", wantErr: "yaml: line"},
-		{name: "wrong shape", yml: "files: 3\n", wantErr: "cannot unmarshal"},
-		{name: "no lang", yml: okFiles + "config: {main: eval.py}\ntests: [{n: 1}]\n", wantErr: `lang: missing`},
-		{name: "unknown lang", yml: okFiles + "lang: rs\n", wantErr: `unknown language "rs"`},
-		{name: "no files", yml: "lang: py\n", wantErr: "names no files"},
-		{name: "no submission", yml: "files:\n  - {name: eval.py, source: eval.py}\nlang: py\nconfig: {main: eval.py}\n", wantErr: "exactly one file with source @SUBMISSION@, found 0"},
-		{name: "two submissions", yml: okFiles + "  - {name: b.py, source: \"@SUBMISSION@\"}\nlang: py\nconfig: {main: eval.py}\n", wantErr: "found 2"},
-		{name: "unknown placeholder", yml: "files:\n  - {name: eval.cu, source: \"@EVAL_CU@\"}\nlang: cu\n", wantErr: "unknown placeholder @EVAL_CU@"},
-		{name: "source missing", yml: "files:\n  - {name: x.py, source: nothere.py}\nlang: py\n", wantErr: "files[0] (x.py): open "},
-		{name: "name escapes", yml: "files:\n  - {name: ../x.py, source: eval.py}\nlang: py\n", wantErr: "escapes the work dir"},
-		{name: "name twice", yml: okFiles + "  - {name: eval.py, source: eval.py}\nlang: py\n", wantErr: `"eval.py" is named twice`},
-		{name: "py without main", yml: okFiles + "lang: py\ntests: [{n: 1}]\n", wantErr: "config.main"},
-		{name: "cu without sources", yml: okFiles + "lang: cu\n", wantErr: "config.sources: a cu task"},
-		{name: "cu source not a file", yml: okFiles + "lang: cu\nconfig: {sources: [main.cu]}\n", wantErr: `"main.cu" is not one of the files`},
-		{name: "case not a mapping", yml: okFiles + "lang: py\nconfig: {main: eval.py}\ntests: [3]\n", wantErr: "tests[0]: line 6: a case is a mapping"},
-		{name: "case holds a list", yml: okFiles + "lang: py\nconfig: {main: eval.py}\ntests: [{n: [1]}]\n", wantErr: "tests[0]: line 6:"},
-		{name: "multi gpu without world size", yml: okFiles + "lang: py\nconfig: {main: eval.py}\nmulti_gpu: true\ntests: [{n: 1}]\n", wantErr: "tests[0]: a multi_gpu task gives every case a world_size"},
-		{name: "mode needs benchmarks", yml: okFiles + "lang: py\nconfig: {main: eval.py}\ntests: [{n: 1}]\n", mode: payload.ModeBenchmark, wantErr: `invalid job: benchmarks: mode "benchmark" needs at least one case`, jobErr: true},
-		{name: "bad mode", yml: okFiles + "lang: py\nconfig: {main: eval.py}\ntests: [{n: 1}]\n", mode: "fast", wantErr: `unknown mode "fast"`, jobErr: true},
-		{name: "bad ranking", yml: okFiles + "lang: py\nconfig: {main: eval.py}\ntests: [{n: 1}]\nranking_by: best\n", wantErr: `ranking_by: unknown value "best"`, jobErr: true},
+		{name: "missing task.yml", kind: is(fs.ErrNotExist)},
+		{name: "empty", yml: "\n", kind: is(ErrEmpty)},
+		{name: "not yaml", yml: "files: [\n", kind: notNil, text: "yaml: line"},
+		{name: "wrong shape", yml: "files: 3\n", kind: as[*yaml.TypeError]},
+		{name: "no lang", yml: okFiles + "config: {main: eval.py}\ntests: [{n: 1}]\n", kind: specField("lang"), text: "lang: missing"},
+		{name: "unknown lang", yml: okFiles + "lang: rs\n", kind: specField("lang"), text: `unknown language "rs"`},
+		{name: "no files", yml: "lang: py\n", kind: specField("files")},
+		{name: "no submission", yml: "files:\n  - {name: eval.py, source: eval.py}\nlang: py\nconfig: {main: eval.py}\n", kind: specField("files"), text: "found 0"},
+		{name: "two submissions", yml: okFiles + "  - {name: b.py, source: \"@SUBMISSION@\"}\nlang: py\nconfig: {main: eval.py}\n", kind: specField("files"), text: "found 2"},
+		{name: "unknown placeholder", yml: "files:\n  - {name: eval.cu, source: \"@EVAL_CU@\"}\nlang: cu\n", kind: specField("files[0]"), text: "unknown placeholder @EVAL_CU@"},
+		{name: "source missing", yml: "files:\n  - {name: x.py, source: nothere.py}\nlang: py\n", kind: all(specField("files[0]"), is(fs.ErrNotExist))},
+		{name: "name escapes", yml: "files:\n  - {name: ../x.py, source: eval.py}\nlang: py\n", kind: specField("files[0]"), text: "escapes the work dir"},
+		{name: "name twice", yml: okFiles + "  - {name: eval.py, source: eval.py}\nlang: py\n", kind: specField("files[2]")},
+		{name: "py without main", yml: okFiles + "lang: py\ntests: [{n: 1}]\n", kind: specField("config.main")},
+		{name: "cu without sources", yml: okFiles + "lang: cu\n", kind: specField("config.sources"), text: "a cu task names"},
+		{name: "cu source not a file", yml: okFiles + "lang: cu\nconfig: {sources: [main.cu]}\n", kind: specField("config.sources"), text: `"main.cu" is not one of the files`},
+		{name: "case not a mapping", yml: okFiles + "lang: py\nconfig: {main: eval.py}\ntests: [3]\n", kind: specField("tests[0]"), text: "line 6: a case is a mapping"},
+		{name: "case holds a list", yml: okFiles + "lang: py\nconfig: {main: eval.py}\ntests: [{n: [1]}]\n", kind: specField("tests[0]"), text: "line 6:"},
+		{name: "multi gpu without world size", yml: okFiles + "lang: py\nconfig: {main: eval.py}\nmulti_gpu: true\ntests: [{n: 1}]\n", kind: specField("tests[0]")},
+		{name: "mode needs benchmarks", yml: okFiles + "lang: py\nconfig: {main: eval.py}\ntests: [{n: 1}]\n", mode: payload.ModeBenchmark, kind: jobField(payload.KindMissingField, "benchmarks"), jobErr: true},
+		{name: "bad mode", yml: okFiles + "lang: py\nconfig: {main: eval.py}\ntests: [{n: 1}]\n", mode: "fast", kind: jobField(payload.KindInvalidField, "mode"), jobErr: true},
+		{name: "bad ranking", yml: okFiles + "lang: py\nconfig: {main: eval.py}\ntests: [{n: 1}]\nranking_by: best\n", kind: jobField(payload.KindInvalidField, "ranking_by"), jobErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,11 +119,15 @@ func TestBuildErrors(t *testing.T) {
 			}
 			_, err := Build(dir, filepath.Join(dir, "sub.py"), mode)
 			if err == nil {
-				t.Fatalf("no error, want one containing %q", tt.wantErr)
+				t.Fatal("no error, want one")
 			}
-			if !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("error = %q, want it to contain %q", err, tt.wantErr)
+			if !tt.kind(err) {
+				t.Errorf("error = %q (%T): not the failure wanted", err, err)
 			}
+			if !strings.Contains(err.Error(), tt.text) {
+				t.Errorf("error = %q, want it to contain %q", err, tt.text)
+			}
+			// One line is the contract: the CLI prints it as it is.
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error spans lines: %q", err)
 			}
@@ -125,6 +135,41 @@ func TestBuildErrors(t *testing.T) {
 				t.Errorf("IsJobError = %v, want %v", got, tt.jobErr)
 			}
 		})
+	}
+}
+
+func notNil(err error) bool { return err != nil }
+
+func is(target error) func(error) bool {
+	return func(err error) bool { return errors.Is(err, target) }
+}
+
+func as[T error](err error) bool { return errors.As(err, new(T)) }
+
+func all(checks ...func(error) bool) func(error) bool {
+	return func(err error) bool {
+		for _, c := range checks {
+			if !c(err) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// specField is a *SpecError at field.
+func specField(field string) func(error) bool {
+	return func(err error) bool {
+		var se *SpecError
+		return errors.As(err, &se) && se.Field == field
+	}
+}
+
+// jobField is a *payload.Error of kind at field.
+func jobField(kind payload.ErrorKind, field string) func(error) bool {
+	return func(err error) bool {
+		var je *payload.Error
+		return errors.As(err, &je) && je.Kind == kind && je.Field == field
 	}
 }
 
@@ -138,12 +183,12 @@ func TestBuildMissingSubmission(t *testing.T) {
 
 func TestLoadTestdataErrors(t *testing.T) {
 	t.Parallel()
-	for dir, want := range map[string]string{
-		"testdata/bad_placeholder": "files[0]: unknown placeholder @EVAL_CU@",
-		"testdata/multigpu":        "benchmarks[0]: a multi_gpu task gives every case a world_size",
+	for dir, field := range map[string]string{
+		"testdata/bad_placeholder": "files[0]",
+		"testdata/multigpu":        "benchmarks[0]",
 	} {
-		if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Load(%s) = %v, want an error containing %q", dir, err, want)
+		if _, err := Load(dir); !specField(field)(err) {
+			t.Errorf("Load(%s) = %v, want a SpecError at %s", dir, err, field)
 		}
 	}
 }
