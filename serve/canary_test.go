@@ -38,7 +38,11 @@ type canaryFleet struct {
 	mu     sync.Mutex
 	scores map[string][]float64
 	served map[string]int
-	envs   []map[string]string
+	// upTo, when set, is how many canaries an agent's series gets: past
+	// it a canary's build fails (no point), so an agent that finishes
+	// ahead of its peers keeps the series runCanaries asked for.
+	upTo int
+	envs []map[string]string
 	// slow adds to a targeted run's finish (a re-run a restart interrupts).
 	slow time.Duration
 }
@@ -50,6 +54,9 @@ func (f *canaryFleet) script(env map[string]string) fakebuildkite.Script {
 	agent := env[contract.EnvTargetAgent]
 	if agent == "" {
 		agent = untargeted // a run Kernelbot sent: any agent of the queue
+	}
+	if f.upTo > 0 && f.served[agent] >= f.upTo && env[contract.EnvTargetAgent] != "" {
+		return fakebuildkite.Script{BootStart: 10 * time.Millisecond, Uploaded: 30 * time.Millisecond, BootstrapFails: true}
 	}
 	list := f.scores[agent]
 	i := min(f.served[agent], len(list)-1)
@@ -90,9 +97,13 @@ func newCanaryRigWith(t *testing.T, f *canaryFleet, o rigOpts) *rig {
 }
 
 // runCanaries ticks the canary loop until every agent had n canaries
-// finish (noisy ones included).
+// finish (noisy ones included), and none more: the ticks that wait for
+// a slower agent give the others failing builds (canaryFleet.upTo).
 func (r *rig) runCanaries(f *canaryFleet, n int) {
 	r.t.Helper()
+	f.mu.Lock()
+	f.upTo = n
+	f.mu.Unlock()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		r.svc.canaryTick()
