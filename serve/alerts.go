@@ -60,7 +60,7 @@ func (s *Service) canarySource() alert.CanarySource {
 type canaryAlerts struct{ s *Service }
 
 // Canaries is every judged agent's verdicts as the canary rule gave them
-// (drifting; off its peers by at least --canary-floor) with the drift
+// (drifting; off its peers by at least --canary-offset-floor) with the drift
 // (the last canary's change while drifting, else 0) and offset for the
 // message; known once the canaries are on.
 func (c canaryAlerts) Canaries(time.Time) ([]alert.Canary, bool) {

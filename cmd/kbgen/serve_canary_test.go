@@ -29,12 +29,14 @@ func TestCanaryFlags(t *testing.T) {
 		err   string
 		is    func(error) bool // the kind, where there is one beside the usage error
 	}{
-		{name: "off by default", f: canaryFlags{CanaryFloor: 2}},
-		{name: "every 6 hours", f: canaryFlags{CanaryEvery: 6 * time.Hour, CanaryFloor: 2}, every: 6 * time.Hour},
-		{name: "too often", f: canaryFlags{CanaryEvery: 5 * time.Minute, CanaryFloor: 2}, err: "--canary-every 5m0s: at least 10m0s"},
-		{name: "no floor", f: canaryFlags{CanaryEvery: time.Hour}, err: "--canary-floor 0"},
-		{name: "a bad payload", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryPayload: bad}, err: "--canary-payload", is: isPayloadError},
-		{name: "a missing payload", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryPayload: bad + ".none"}, err: "--canary-payload", is: isNotExist},
+		{name: "off by default", f: canaryFlags{CanaryFloor: 2, CanaryOffsetFloor: 5}},
+		{name: "every 6 hours", f: canaryFlags{CanaryEvery: 6 * time.Hour, CanaryFloor: 2, CanaryOffsetFloor: 5}, every: 6 * time.Hour},
+		{name: "too often", f: canaryFlags{CanaryEvery: 5 * time.Minute, CanaryFloor: 2, CanaryOffsetFloor: 5}, err: "--canary-every 5m0s: at least 10m0s"},
+		{name: "no floor", f: canaryFlags{CanaryEvery: time.Hour, CanaryOffsetFloor: 5}, err: "--canary-floor 0"},
+		{name: "no offset floor", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2}, err: "--canary-offset-floor 0"},
+		{name: "an offset floor of 100 %", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryOffsetFloor: 100}, err: "--canary-offset-floor 100"},
+		{name: "a bad payload", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryOffsetFloor: 5, CanaryPayload: bad}, err: "--canary-payload", is: isPayloadError},
+		{name: "a missing payload", f: canaryFlags{CanaryEvery: time.Hour, CanaryFloor: 2, CanaryOffsetFloor: 5, CanaryPayload: bad + ".none"}, err: "--canary-payload", is: isNotExist},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -56,8 +58,8 @@ func TestCanaryFlags(t *testing.T) {
 				return
 			}
 			job, err := payload.Decode(cfg.Payload)
-			if err != nil || job.Mode != payload.ModeBenchmark || cfg.Options.Floor != 0.02 {
-				t.Errorf("canary job mode %v (%v), floor %v; want benchmark, 0.02", job.Mode, err, cfg.Options.Floor)
+			if err != nil || job.Mode != payload.ModeBenchmark || cfg.Options.Floor != 0.02 || cfg.Options.OffsetFloor != 0.05 {
+				t.Errorf("canary job mode %v (%v), floor %v, offset floor %v; want benchmark, 0.02, 0.05", job.Mode, err, cfg.Options.Floor, cfg.Options.OffsetFloor)
 			}
 		})
 	}

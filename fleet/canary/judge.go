@@ -14,6 +14,13 @@ const (
 	// DefaultFloor is the least relative change that matters (2 %): a
 	// very quiet agent's tiny MAD must not turn 0.3 % into an alarm.
 	DefaultFloor = 0.02
+	// DefaultOffsetFloor is the least offset from its hardware peers that
+	// makes an agent off (5 %): identical parts differ by a few percent
+	// for reasons no operator can fix (power and thermal binning; Sinha et
+	// al., "Not All GPUs Are Created Equal", SC22, measured up to 9 % on
+	// SGEMM across one system's V100s), so the drift floor would page on
+	// healthy machines.
+	DefaultOffsetFloor = 0.05
 	// DefaultPersistence is how many canaries in a row must drift.
 	DefaultPersistence = 2
 	// MinBaseline is the fewest quiet points a baseline is made of.
@@ -22,8 +29,11 @@ const (
 
 // Options tune the drift rule; zero fields take the defaults.
 type Options struct {
-	Z           float64
-	Floor       float64
+	Z     float64
+	Floor float64
+	// OffsetFloor is the least offset from the agent's hardware peers
+	// that judges it off (Offsets).
+	OffsetFloor float64
 	Persistence int
 	// Baseline is how many quiet points, the first of a context, make
 	// its baseline (at least MinBaseline).
@@ -36,6 +46,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Floor <= 0 {
 		o.Floor = DefaultFloor
+	}
+	if o.OffsetFloor <= 0 {
+		o.OffsetFloor = DefaultOffsetFloor
 	}
 	if o.Persistence <= 0 {
 		o.Persistence = DefaultPersistence

@@ -2,6 +2,7 @@ package canary
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -121,15 +122,24 @@ func TestOffsets(t *testing.T) {
 		{Agent: "g", Fingerprint: "H100", State: OK, Median: 10},
 		{Agent: "h", Fingerprint: "B200", State: OK, Median: 10},
 		{Agent: "i", Fingerprint: "B200", State: OK, Median: 11},
+		// 3 % off: past the drift floor, within the offset floor (5 %).
+		{Agent: "j", Fingerprint: "L40S", State: OK, Median: 10.3},
+		{Agent: "k", Fingerprint: "L40S", State: OK, Median: 10},
+		{Agent: "l", Fingerprint: "L40S", State: OK, Median: 10},
 	}
 	got := Offsets(as, Options{})
 	want := map[string]Offset{
 		"a": {Agent: "a", Fingerprint: "H100", Median: 10, PeerMedian: 10, Change: 0, Peers: 5},
 		"b": {Agent: "b", Fingerprint: "H100", Median: 10, PeerMedian: 10, Change: 0, Peers: 5},
 		"c": {Agent: "c", Fingerprint: "H100", Median: 11, PeerMedian: 10, Change: 0.1, Peers: 5, Off: true},
-		// 1 % off: within the default 2 % floor, not a verdict.
+		// 1 % off: within the default offset floor, not a verdict.
 		"f": {Agent: "f", Fingerprint: "H100", Median: 10.1, PeerMedian: 10, Change: 0.01, Peers: 5},
 		"g": {Agent: "g", Fingerprint: "H100", Median: 10, PeerMedian: 10, Change: 0, Peers: 5},
+		// Identical parts differ by a few percent: 3 % is no verdict under
+		// the default offset floor, though past the drift floor.
+		"j": {Agent: "j", Fingerprint: "L40S", Median: 10.3, PeerMedian: 10, Change: 0.03, Peers: 3},
+		"k": {Agent: "k", Fingerprint: "L40S", Median: 10, PeerMedian: 10, Change: 0, Peers: 3},
+		"l": {Agent: "l", Fingerprint: "L40S", Median: 10, PeerMedian: 10, Change: 0, Peers: 3},
 		// Two agents 10 % apart: each is 4.8 % off their median, but which
 		// one is slow is not known: no verdict.
 		"h": {Agent: "h", Fingerprint: "B200", Median: 10, PeerMedian: 10.5, Change: -0.5 / 10.5, Peers: 2},
@@ -149,10 +159,21 @@ func TestOffsets(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", o.Agent, o, w)
 		}
 	}
-	// A floor of 20 % judges c's 10 % no offset.
-	for _, o := range Offsets(as, Options{Floor: 0.2}) {
+	// An offset floor of 20 % judges c's 10 % no offset; the drift
+	// floor has no say in it.
+	for _, o := range Offsets(as, Options{OffsetFloor: 0.2, Floor: 0.01}) {
 		if o.Off {
-			t.Errorf("floor 20 %%: %s judged off at %v", o.Agent, o.Change)
+			t.Errorf("offset floor 20 %%: %s judged off at %v", o.Agent, o.Change)
 		}
+	}
+	// An offset floor of 2 % judges j's 3 % off, and only c and j.
+	var off []string
+	for _, o := range Offsets(as, Options{OffsetFloor: 0.02}) {
+		if o.Off {
+			off = append(off, o.Agent)
+		}
+	}
+	if !slices.Equal(off, []string{"c", "j"}) {
+		t.Errorf("offset floor 2 %%: off %v, want [c j]", off)
 	}
 }

@@ -15,9 +15,9 @@ type Offset struct {
 	// Peers is how many agents (this one included) the peer median is of;
 	// with 1 there is nothing to compare with and Change is 0.
 	Peers int `json:"peers"`
-	// Off is the canary rule's verdict on the offset: at least the floor
-	// (Options.Floor, --canary-floor) away from its peers, the change the
-	// drift rule also needs before it speaks, among at least MinOffPeers
+	// Off is the canary rule's verdict on the offset: at least the offset
+	// floor (Options.OffsetFloor, --canary-offset-floor) away from its
+	// peers, among at least MinOffPeers
 	// agents (of two, each is as far off the other: which is the slow one
 	// is not known). The canary_drift alarm, the
 	// dashboard and kbgen_canary_offset_flagged all read this.
@@ -49,7 +49,7 @@ func Offsets(as []Assessment, opt Options) []Offset {
 		o := Offset{Agent: a.Agent, Fingerprint: a.Fingerprint, Median: a.Median, PeerMedian: Median(peers), Peers: len(peers)}
 		if o.Peers > 1 && o.PeerMedian != 0 {
 			o.Change = (o.Median - o.PeerMedian) / o.PeerMedian
-			o.Off = o.Peers >= MinOffPeers && math.Abs(o.Change) >= opt.Floor
+			o.Off = o.Peers >= MinOffPeers && math.Abs(o.Change) >= opt.OffsetFloor
 		}
 		out = append(out, o)
 	}

@@ -10,7 +10,7 @@ var (
 		"1 while the agent's canaries drift (robust z, floor and persistence against its own baseline), else 0; agents still baselining are absent.",
 		[]string{"agent", "queue"}, nil)
 	canaryOffFlagDesc = prometheus.NewDesc("kbgen_canary_offset_flagged",
-		"1 while the agent's canary median is at least --canary-floor away from the median of the agents of its hardware fingerprint (the canary rule's offset verdict), else 0; agents still baselining are absent.",
+		"1 while the agent's canary median is at least --canary-offset-floor away from the median of the agents of its hardware fingerprint (the canary rule's offset verdict), else 0; agents still baselining are absent.",
 		[]string{"agent", "queue"}, nil)
 	canaryOffsetDesc = prometheus.NewDesc("kbgen_canary_offset_ratio",
 		"The agent's canary median against the median of the agents of its hardware fingerprint ((agent - peers) / peers; 0 with no peer).",
