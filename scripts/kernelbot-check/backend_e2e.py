@@ -107,11 +107,14 @@ async def cancelled(bot, task) -> bool:
     ))
     # Cancel once the build runs (its bootstrap or eval job is on an agent), so the cancel
     # has to reach an agent, not just a build waiting in the queue.
+    # The line that said so, not the newest one: under load the reporter may
+    # already have printed the next state when the loop wakes.
+    line = ""
     for _ in range(900):
-        if any("Buildkite build [" in line and ": running" in line for line in reporter.lines):
+        line = next((ln for ln in reporter.lines if "Buildkite build [" in ln and ": running" in ln), "")
+        if line:
             break
         await asyncio.sleep(0.1)
-    line = reporter.lines[-1] if reporter.lines else ""
     job.cancel()
     try:
         await job

@@ -114,9 +114,10 @@ class FakeServe:
         self.url = ""
         self._runner = None
         self._dir = None
+        self._handlers = set()  # the requests being answered
 
     async def __aenter__(self):
-        app = web.Application()
+        app = web.Application(middlewares=[self._track])
         app.router.add_post("/v1/runs", self.post)
         app.router.add_get("/v1/runs/{id}", self.get)
         app.router.add_get("/v1/runs/{id}/events", self.events)
@@ -134,8 +135,22 @@ class FakeServe:
         return self
 
     async def __aexit__(self, *exc):
+        # A handler still waiting for a client that went away (a cancel, a deadline) is
+        # ended here, not left pending when the test's event loop closes.
+        for task in self._handlers:
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
         await self._runner.cleanup()
         self._dir.cleanup()
+
+    @web.middleware
+    async def _track(self, request, handler):
+        task = asyncio.current_task()
+        self._handlers.add(task)
+        try:
+            return await handler(request)
+        finally:
+            self._handlers.discard(task)
 
     async def _record(self, request, body=None):
         self.requests.append(
