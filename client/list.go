@@ -18,6 +18,10 @@ type ListFilter struct {
 	// ExcludeJobs leaves the jobs out of the answer: a build's state and
 	// meta-data are all a watcher needs.
 	ExcludeJobs bool
+	// IncludeRetriedJobs lists every job of a step, retried ones too;
+	// without it Buildkite lists only each step's latest job
+	// (pages/apis/rest_api/builds.md, include_retried_jobs).
+	IncludeRetriedJobs bool
 	// MaxPages bounds the requests (100 builds each); default 1.
 	MaxPages int
 }
@@ -26,11 +30,12 @@ type ListFilter struct {
 // when MaxPages ran out before the last page.
 func (c *Client) FilterBuilds(ctx context.Context, f ListFilter) (out []Build, more bool, err error) {
 	opt := &buildkite.BuildsListOptions{
-		State:        f.States,
-		MetaData:     buildkite.MetaDataFilters{MetaData: f.MetaData},
-		CreatedFrom:  f.CreatedFrom,
-		FinishedFrom: f.FinishedFrom,
-		ExcludeJobs:  f.ExcludeJobs,
+		State:              f.States,
+		MetaData:           buildkite.MetaDataFilters{MetaData: f.MetaData},
+		CreatedFrom:        f.CreatedFrom,
+		FinishedFrom:       f.FinishedFrom,
+		ExcludeJobs:        f.ExcludeJobs,
+		IncludeRetriedJobs: f.IncludeRetriedJobs,
 		// The expanded pipeline is never needed (builds.md); nothing
 		// leaves out env, which carries the payload.
 		ExcludePipeline: true,

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/gpu-mode/kbgen/fleet/metrics"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	fleetstore "github.com/gpu-mode/kbgen/fleet/store"
+	"github.com/gpu-mode/kbgen/internal/contract"
 )
 
 // The service's hooks into the fleet packages (package fleet/...): what a
@@ -213,7 +215,7 @@ func (s *Service) noteFinished(r *Run, b *client.Build) {
 	if at.IsZero() {
 		at = s.cfg.Now()
 	}
-	all, errs := runfacts.FromMetaData(b.MetaData)
+	all, errs := runfacts.FromMetaData(b.MetaData, vouchFacts(b, r.req.Queue))
 	r.mu.Lock()
 	r.marks.detection, r.marks.finishedAt, r.marks.attempts, r.marks.build = detection, b.FinishedAt, all, b.Number
 	r.mu.Unlock()
@@ -226,6 +228,44 @@ func (s *Service) noteFinished(r *Run, b *client.Build) {
 	for _, err := range errs {
 		s.logf("run %s: run facts: %v", r.ID, err)
 	}
+}
+
+// vouchFacts takes an attempt's facts only as what Buildkite says of
+// build b: stamped by one of its eval jobs (each job one attempt), naming
+// the agent Buildkite says ran that job, in the run's queue. Meta-data is
+// any job's of the build to set, and an agent host is trusted for its own
+// hardware only (docs/security.md): facts naming another agent or queue
+// would move that agent's series, roster entry, alarms and canary points.
+// The watcher lists finished builds with their retried jobs, so an
+// attempt that exited 75 is vouched for too.
+func vouchFacts(b *client.Build, queue string) runfacts.Vouch {
+	used := map[string]bool{}
+	return func(job string, f runfacts.Facts) error {
+		j := evalJobByID(b, job)
+		switch {
+		case j == nil:
+			return fmt.Errorf("stamped by job %q, which is no eval job of build %d", job, b.Number)
+		case used[job]:
+			return fmt.Errorf("job %s stamped an earlier attempt's facts already", job)
+		case f.Agent != (runfacts.Facts{Agent: j.Agent}).Clean().Agent:
+			return fmt.Errorf("they name agent %q, but Buildkite says job %s ran on %q", f.Agent, job, j.Agent)
+		case f.Queue != queue:
+			return fmt.Errorf("they name queue %q, but the run is on %q", f.Queue, queue)
+		}
+		used[job] = true
+		return nil
+	}
+}
+
+// evalJobByID is build b's eval job of that id, retried or not; nil if b
+// lists none.
+func evalJobByID(b *client.Build, id string) *client.Job {
+	for i := range b.Jobs {
+		if j := &b.Jobs[i]; j.ID == id && j.StepKey == contract.EvalStepKey && j.Type == "script" {
+			return j
+		}
+	}
+	return nil
 }
 
 // fleetSnapshot is what the scrape-time gauges read: the runs not done,

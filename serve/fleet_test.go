@@ -151,6 +151,45 @@ func TestMetricsMachineFault(t *testing.T) {
 	}
 }
 
+// TestForgedFactsNotCounted: a run's facts count only as what Buildkite
+// says of its build. Facts naming an agent other than the one Buildkite
+// says ran the eval job (another vendor's), or another queue than the
+// run's, are refused and logged: an agent host is trusted for its own
+// hardware only, and meta-data is any job's of the build to set.
+func TestForgedFactsNotCounted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		facts runfacts.Facts
+		want  string // in the log
+	}{
+		{"another agent", runfacts.Facts{Agent: "other-vendor-gpu0", Queue: "nvidia-h100", Node: "other-node"}, `name agent "other-vendor-gpu0", but Buildkite says job`},
+		{"another queue", runfacts.Facts{Agent: "gpu-node-3-gpu0", Queue: "amd-mi300", Node: "gpu-node-3"}, `name queue "amd-mi300", but the run is on "nvidia-h100"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sc := fastScript
+			sc.Agent = "gpu-node-3-gpu0" // what Buildkite says ran the job
+			sc.Facts = &tc.facts
+			r := newRig(t, rigOpts{script: sc})
+			r.submit("forged")
+			if st := r.await("forged", 10*time.Second); st.Status != StatusObtained {
+				t.Fatalf("%+v", st)
+			}
+			_, body := r.do("GET", "/metrics", nil, testToken)
+			if strings.Contains(string(body), "kbgen_agent_runs_total{") || strings.Contains(string(body), tc.facts.Node) {
+				t.Errorf("forged facts reached the metrics:\n%s", body)
+			}
+			if l := r.svc.Roster().List(); len(l) != 0 {
+				t.Errorf("forged facts reached the roster: %+v", l)
+			}
+			if !strings.Contains(r.log.String(), tc.want) {
+				t.Errorf("log lacks %q:\n%s", tc.want, r.log.String())
+			}
+		})
+	}
+}
+
 // TestStoreKeepsRuns: with a store, each finished run is kept with its
 // queue, outcome, wait and every attempt's facts.
 func TestStoreKeepsRuns(t *testing.T) {

@@ -30,7 +30,8 @@ func (s *Service) recover(ctx context.Context) error {
 		s.logf("startup: more than %d builds in flight; the oldest are not resumed", recoverPages*100)
 	}
 	finished, _, err := s.cfg.Client.FilterBuilds(ctx, client.ListFilter{
-		MetaData: meta, FinishedFrom: s.cfg.Now().Add(-s.cfg.RecoverWindow), MaxPages: recoverPages, // with jobs, for resolve
+		MetaData: meta, FinishedFrom: s.cfg.Now().Add(-s.cfg.RecoverWindow), MaxPages: recoverPages,
+		IncludeRetriedJobs: true, // with every attempt's job, for resolve (vouchFacts)
 	})
 	if err != nil {
 		return err

@@ -147,8 +147,9 @@ func (s *Service) pollOnce(ctx context.Context) {
 	pctx := WithClass(ctx, Poll)
 	meta := map[string]string{MetaDataService: s.cfg.Name}
 	// With jobs: the result meta-data counts only when stamped with the
-	// latest eval job (resolve).
-	done, more, err := s.cfg.Client.FilterBuilds(pctx, client.ListFilter{MetaData: meta, FinishedFrom: p.cursor, MaxPages: watchPages})
+	// latest eval job (resolve); with the retried ones too: each
+	// attempt's facts count only when stamped by its job (vouchFacts).
+	done, more, err := s.cfg.Client.FilterBuilds(pctx, client.ListFilter{MetaData: meta, FinishedFrom: p.cursor, MaxPages: watchPages, IncludeRetriedJobs: true})
 	if err != nil {
 		s.logf("poll: %v (next poll in %s)", err, s.cfg.PollEvery)
 		return

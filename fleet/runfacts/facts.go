@@ -144,16 +144,25 @@ type AttemptError struct {
 func (e *AttemptError) Error() string { return Key(e.Attempt) + ": " + e.Err.Error() }
 func (e *AttemptError) Unwrap() error { return e.Err }
 
+// Vouch says whether facts stamped by job are that job's own: meta-data
+// is the build's, any job of it may set any key, and an agent host is
+// trusted for its own hardware only, so the reader checks the stamp and
+// the agent named against what it knows of the build (nil: they count).
+type Vouch func(job string, f Facts) error
+
 // FromMetaData is every attempt's facts a build's meta-data carries, in
-// attempt order; unreadable ones are skipped and reported in errs, each
-// an *AttemptError.
-func FromMetaData(md map[string]string) (all []Facts, errs []error) {
+// attempt order; unreadable ones, and ones vouch refuses, are skipped and
+// reported in errs, each an *AttemptError.
+func FromMetaData(md map[string]string, vouch Vouch) (all []Facts, errs []error) {
 	for attempt := 1; attempt <= MaxAttempts; attempt++ {
 		v, ok := md[Key(attempt)]
 		if !ok {
 			continue
 		}
-		f, _, err := Decode(v)
+		f, job, err := Decode(v)
+		if err == nil {
+			err = vouch(job, f)
+		}
 		if err != nil {
 			errs = append(errs, &AttemptError{Attempt: attempt, Err: err})
 			continue

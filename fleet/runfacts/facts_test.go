@@ -2,6 +2,7 @@ package runfacts
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,18 +29,31 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // TestFromMetaData: each attempt's key is read, in order, with its
-// attempt from the key; a bad one is skipped and reported.
+// attempt from the key; a bad one, or one the reader does not vouch
+// for, is skipped and reported.
 func TestFromMetaData(t *testing.T) {
 	t.Parallel()
 	one, _ := Encode("job-1", Facts{Agent: "a"})
 	two, _ := Encode("job-2", Facts{Agent: "b"})
-	all, errs := FromMetaData(map[string]string{Key(2): two, Key(1): one, Key(3): "x", "kbgen_result": "y"})
+	forged, _ := Encode("job-4", Facts{Agent: "someone-else"})
+	var asked []string
+	vouch := func(job string, f Facts) error {
+		asked = append(asked, job+"="+f.Agent)
+		if job == "job-4" {
+			return errors.New("not job-4's agent")
+		}
+		return nil
+	}
+	all, errs := FromMetaData(map[string]string{Key(2): two, Key(1): one, Key(3): "x", Key(4): forged, "kbgen_result": "y"}, vouch)
 	if len(all) != 2 || all[0].Agent != "a" || all[0].Attempt != 1 || all[1].Agent != "b" || all[1].Attempt != 2 {
 		t.Errorf("facts %+v", all)
 	}
-	var bad *AttemptError
-	if len(errs) != 1 || !errors.As(errs[0], &bad) || bad.Attempt != 3 {
-		t.Fatalf("errors %v, want one of attempt 3", errs)
+	if want := []string{"job-1=a", "job-2=b", "job-4=someone-else"}; !slices.Equal(asked, want) {
+		t.Errorf("vouch asked about %v, want %v (each readable attempt with its stamp)", asked, want)
+	}
+	var bad, refused *AttemptError
+	if len(errs) != 2 || !errors.As(errs[0], &bad) || bad.Attempt != 3 || !errors.As(errs[1], &refused) || refused.Attempt != 4 {
+		t.Fatalf("errors %v, want attempt 3's and attempt 4's", errs)
 	}
 	// The text is the contract: the service's log names the meta-data key to look at.
 	if !strings.HasPrefix(errs[0].Error(), Key(3)+": run facts: ") {

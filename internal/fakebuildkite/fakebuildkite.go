@@ -61,6 +61,24 @@ type Script struct {
 	// Facts, when set, are the eval job's run facts, set as meta-data
 	// (runfacts.MetaDataKey) when it finishes, as the hook's publish does.
 	Facts *runfacts.Facts
+	// Agent is the agent Buildkite says ran each started eval job; ""
+	// means the one Facts name (the host writes its own agent's facts),
+	// else DefaultAgent.
+	Agent string
+}
+
+// DefaultAgent is the agent of a started job whose script names none.
+const DefaultAgent = "gpu-node-3-gpu0"
+
+// agent is the agent name the REST answer gives a started job of s.
+func (s Script) agent() string {
+	switch {
+	case s.Agent != "":
+		return s.Agent
+	case s.Facts != nil && s.Facts.Agent != "":
+		return s.Facts.Agent
+	}
+	return DefaultAgent
 }
 
 // DefaultResult is the result.json of a build whose script names none.

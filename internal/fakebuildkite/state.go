@@ -146,7 +146,7 @@ func (s *Server) buildJSON(b *build, now time.Time) map[string]any {
 			job["step_key"] = j.key
 		}
 		if !j.started.IsZero() {
-			job["agent"] = map[string]any{"name": "gpu-node-3-gpu0"}
+			job["agent"] = map[string]any{"name": b.script.agent()}
 		}
 		jobs = append(jobs, job)
 	}
