@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gpu-mode/kbgen/internal/contract"
+	"github.com/gpu-mode/kbgen/internal/exitcode"
 	"github.com/gpu-mode/kbgen/steps"
 )
 
@@ -44,7 +45,7 @@ func TestPipelineSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []steps.AutomaticRetry
-	for _, c := range steps.InfraRetryCodes {
+	for _, c := range exitcode.InfraRetryCodes {
 		want = append(want, steps.AutomaticRetry{ExitStatus: c, SignalReason: steps.SignalReasonNone, Limit: steps.RetryLimit})
 	}
 	step := settingsStep{}

@@ -43,15 +43,15 @@ func codeOf(err error) int {
 // the host saw external noise that earns a ranked run its one retry
 // (75, noise.json says so: the runner decided before that evidence
 // existed), or `kbgen run` left no result the sandbox could verify (then
-// 0 and 75 become 1: a job whose runner was killed or silenced from
-// inside has failed, and is not retried elsewhere; other codes, such as
-// 137, stand).
+// 0 and every code the step's retry rule retries, exitcode.InfraRetryCodes,
+// become 1: a job whose runner was killed or silenced from inside has
+// failed, and is not retried elsewhere; other codes, such as 137, stand).
 func (o Outcome) Exit() (int, error) {
 	unverified := o.Vouch != nil && !o.Vouch.Verified
 	switch {
 	case o.Code == DockerExitInfra:
 		return exitcode.TempFail, fmt.Errorf("docker could not run the container (exit %d, see docker's message above)", o.Code)
-	case unverified && (o.Code == exitcode.OK || o.Code == exitcode.TempFail):
+	case unverified && (o.Code == exitcode.OK || exitcode.IsInfraRetry(o.Code)):
 		return exitcode.Failure, errors.New(o.Vouch.Reason)
 	case o.Code != 0:
 		return o.Code, nil

@@ -55,6 +55,9 @@ func TestOutcomeExit(t *testing.T) {
 		{"runner's code beats a host noise retry", Outcome{Code: 143, Vouch: &Vouch{Verified: true}, HostRetry: true}, 143, false},
 		{"nothing verifies, exit 0", Outcome{Vouch: &Vouch{Reason: "forged"}}, 1, true},
 		{"nothing verifies, exit 75 is not retried", Outcome{Code: 75, Vouch: &Vouch{Reason: "forged"}}, 1, true},
+		// 255 is what the agent reports for its own or docker's failure:
+		// retried elsewhere, so never passed on from a container alone.
+		{"nothing verifies, exit 255 is not retried", Outcome{Code: 255, Vouch: &Vouch{Reason: "forged"}}, 1, true},
 		{"nothing verifies, killed", Outcome{Code: 137, Vouch: &Vouch{Reason: "killed"}}, 137, false},
 	} {
 		code, err := tc.out.Exit()

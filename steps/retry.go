@@ -37,13 +37,9 @@ type ManualRetry struct {
 	Reason         string `yaml:"reason,omitempty" json:"reason,omitempty"`
 }
 
-// InfraRetryCodes are the exit statuses that are the infrastructure's
-// fault: a lost agent (-1), agent or container-engine failure (255), and
-// the runner's "retry elsewhere" code (75: no GPU, CUDA init failure, disk
-// full). The bootstrap step in .buildkite/pipeline.yml retries the same.
-var InfraRetryCodes = []int{exitcode.AgentLost, exitcode.AgentInfra, exitcode.TempFail}
-
-// InfraRetry retries what is the infrastructure's fault and nothing else.
+// InfraRetry retries what is the infrastructure's fault
+// (exitcode.InfraRetryCodes; the bootstrap step in .buildkite/pipeline.yml
+// retries the same) and nothing else.
 // Every rule also requires `signal_reason: none`, because the same exit
 // statuses come with a reason when the job was stopped on purpose or
 // never ran: a timed-out job is cancelled (`cancel`; a 75 or 255 from the
@@ -57,7 +53,7 @@ var InfraRetryCodes = []int{exitcode.AgentLost, exitcode.AgentInfra, exitcode.Te
 // a second result for the same run would be ambiguous.
 func InfraRetry() Retry {
 	r := Retry{Manual: ManualRetry{Allowed: true, PermitOnPassed: false, Reason: "a passed evaluation is final; submit again instead"}}
-	for _, c := range InfraRetryCodes {
+	for _, c := range exitcode.InfraRetryCodes {
 		r.Automatic = append(r.Automatic, AutomaticRetry{ExitStatus: c, SignalReason: SignalReasonNone, Limit: RetryLimit})
 	}
 	return r

@@ -76,7 +76,7 @@ func isVerdictOne(line string) bool {
 }
 
 // notExits are internal/exitcode's constants that no kbgen command exits
-// with: codes Buildkite reports for a job (steps.InfraRetryCodes retries
+// with: codes Buildkite reports for a job (exitcode.InfraRetryCodes retries
 // them), so the table of what kbgen exits with does not list them.
 var notExits = map[string]string{
 	"AgentLost":  "Buildkite's status for a job whose agent vanished",
