@@ -173,9 +173,21 @@ func (c *Client) FindBuild(ctx context.Context, runID string) (*Build, error) {
 	return nil, nil
 }
 
-// GetBuild fetches a build with its jobs.
+// GetBuild fetches a build with its jobs (each step's latest).
 func (c *Client) GetBuild(ctx context.Context, number int) (*Build, error) {
-	b, _, err := c.bk.Builds.Get(ctx, c.opts.Org, c.opts.Pipeline, strconv.Itoa(number), nil)
+	return c.getBuild(ctx, number, nil)
+}
+
+// GetBuildWithRetries fetches a build with every job of each step, the
+// retried ones too (include_retried_jobs, pages/apis/rest_api/builds.md):
+// what each attempt's run facts are vouched for against, as the lists
+// the watcher reads finished builds from are.
+func (c *Client) GetBuildWithRetries(ctx context.Context, number int) (*Build, error) {
+	return c.getBuild(ctx, number, &buildkite.BuildGetOptions{BuildsListOptions: buildkite.BuildsListOptions{IncludeRetriedJobs: true}})
+}
+
+func (c *Client) getBuild(ctx context.Context, number int, opts *buildkite.BuildGetOptions) (*Build, error) {
+	b, _, err := c.bk.Builds.Get(ctx, c.opts.Org, c.opts.Pipeline, strconv.Itoa(number), opts)
 	if err != nil {
 		return nil, fmt.Errorf("getting build %d: %w", number, c.scrub(err))
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-mode/kbgen/internal/contract"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 )
 
@@ -68,4 +69,40 @@ func bigResult(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.Replace(fakebuildkite.DefaultResult, `"stdout": ""`, `"stdout": "`+base64.StdEncoding.EncodeToString(noise)+`"`, 1)
+}
+
+// TestGetBuildWithRetries: a build fetched on its own lists the retried
+// attempt only when asked (include_retried_jobs), as the lists do: what
+// serve vouches each attempt's run facts against.
+func TestGetBuildWithRetries(t *testing.T) {
+	t.Parallel()
+	sc := fakebuildkite.QuickScript
+	sc.RetryExit, sc.FirstResult = 75, []byte(fakebuildkite.DefaultResult)
+	r := newRig(t, sc)
+	out := r.submit(t, context.Background(), 0)
+	if out.Build == nil {
+		t.Fatalf("no build: %+v", out)
+	}
+	for _, tc := range []struct {
+		name string
+		get  func(context.Context, int) (*Build, error)
+		want int // eval jobs listed
+	}{
+		{"GetBuild: each step's latest job", r.client.GetBuild, 1},
+		{"GetBuildWithRetries: the retried attempt too", r.client.GetBuildWithRetries, 2},
+	} {
+		b, err := tc.get(context.Background(), out.Build.Number)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		n := 0
+		for _, j := range b.Jobs {
+			if j.StepKey == contract.EvalStepKey {
+				n++
+			}
+		}
+		if n != tc.want {
+			t.Errorf("%s: %d eval jobs, want %d", tc.name, n, tc.want)
+		}
+	}
 }

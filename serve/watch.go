@@ -207,7 +207,7 @@ func (s *Service) progress(ctx context.Context, meta map[string]string, oldest t
 		if unlisted[build] = p.unlisted[build] + 1; unlisted[build] < 2 {
 			continue
 		}
-		b, err := s.cfg.Client.GetBuild(ctx, build)
+		b, err := s.cfg.Client.GetBuildWithRetries(ctx, build)
 		if err != nil {
 			s.logf("run %s: build %d is in no list; looking it up: %v", r.ID, build, err)
 			continue
