@@ -13,13 +13,13 @@ import zlib
 
 import pytest
 from aiohttp import web
+
 from libkernelbot.background_submission_manager import HARD_TIMEOUT_SEC
 from libkernelbot.consts import BUILDKITE_QUEUES, GPU_TO_SM, BuildkiteGPU, get_gpu_by_name
+from libkernelbot.launchers import BuildkiteLauncher, buildkite
 from libkernelbot.report import RunProgressReporter
 from libkernelbot.run_eval import EvalResult, FullResult, ProfileResult, RunResult, SystemInfo
 from libkernelbot.utils import KernelBotError
-
-from libkernelbot.launchers import BuildkiteLauncher, buildkite
 
 BUILD_URL = "https://buildkite.com/gpu-mode/kernelbot/builds/7"
 TOKEN = "serve-token-not-for-logs"

@@ -24,6 +24,7 @@ import uuid
 import zlib
 
 import aiohttp
+
 from libkernelbot.consts import (
     BUILDKITE_QUEUES,
     DEFAULT_GITHUB_TIMEOUT_MINUTES,
