@@ -71,3 +71,12 @@ func TestExit(t *testing.T) {
 		})
 	}
 }
+
+func TestIsInfraRetry(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[int]bool{AgentLost: true, AgentInfra: true, TempFail: true, OK: false, Failure: false, BadJob: false, Canceled: false, 137: false} {
+		if got := IsInfraRetry(code); got != want {
+			t.Errorf("IsInfraRetry(%d) = %v, want %v", code, got, want)
+		}
+	}
+}

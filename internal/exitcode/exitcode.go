@@ -4,8 +4,6 @@
 // they are a contract: see docs/formats.md before changing one.
 package exitcode
 
-import "slices"
-
 const (
 	// OK: the command did what it was asked. For `kbgen run` this means the
 	// evaluation ran, whatever the submission did.
@@ -44,14 +42,3 @@ const (
 	// engine's failures.
 	AgentInfra = 255
 )
-
-// InfraRetryCodes are the exit statuses that are the infrastructure's
-// fault, the ones the eval step's retry rule runs again on another agent
-// (steps.InfraRetry): a lost agent (-1), agent or container-engine
-// failure (255), and the runner's "retry elsewhere" (75: no GPU, CUDA
-// init failure, disk full). The sandbox never passes one on from a
-// container whose result it could not verify.
-var InfraRetryCodes = []int{AgentLost, AgentInfra, TempFail}
-
-// IsInfraRetry reports whether code is one of InfraRetryCodes.
-func IsInfraRetry(code int) bool { return slices.Contains(InfraRetryCodes, code) }
