@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,7 +80,13 @@ func (l *Launcher) oomKilled(ctx context.Context, docker, name string, since tim
 	if err != nil {
 		return false, fmt.Errorf("docker events: %v", err)
 	}
-	return strings.Contains(string(out), "oom"), nil
+	return oomEvent(out), nil
+}
+
+// oomEvent reports whether docker events' output, one {{.Action}} a line,
+// holds an "oom" line: the whole line, not a word within one.
+func oomEvent(out []byte) bool {
+	return slices.Contains(strings.Split(strings.TrimSpace(string(out)), "\n"), "oom")
 }
 
 // unixTime is t as docker's --since and --until take it: seconds.nanoseconds.
