@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -200,10 +201,15 @@ func cleanList(xs []string, n, each int) []string {
 	return out
 }
 
-// Text is s without control characters or invalid UTF-8, at most n bytes.
+// Text is s without control characters (C0, DEL, C1), format characters
+// (Unicode's Cf: bidi overrides and isolates, zero-width characters) or
+// invalid UTF-8, at most n bytes. An agent host chooses these values, and
+// they reach a terminal, the dashboard and Slack alerts: html/template
+// escapes markup, not a right-to-left override that shows "gpu1" as
+// another agent's name.
 func Text(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
 			return -1
 		}
 		return r

@@ -108,3 +108,28 @@ func TestCleanBounds(t *testing.T) {
 		t.Error("a job id with the separator stamped facts")
 	}
 }
+
+// TestText: what an agent host writes is kept as text a reader sees as
+// it is: no control or format character survives, and the cut never
+// splits a character.
+func TestText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, in string
+		n        int
+		want     string
+	}{
+		{"plain", "node1-gpu0", 128, "node1-gpu0"},
+		{"C0 and DEL", "gpu\n0\x1b[31m\x7f", 128, "gpu0[31m"},
+		{"C1 (CSI)", "gpu\u009b31m0", 128, "gpu31m0"},
+		{"a right-to-left override", "gpu\u202e0u", 128, "gpu0u"},
+		{"bidi isolates and zero-width", "\u2066gpu\u200b0\u2069\ufeff", 128, "gpu0"},
+		{"invalid UTF-8", "gpu\xff0", 128, "gpu0"},
+		{"cut on a character's start", "gpüu", 3, "gp"},
+		{"non-Latin names stay", "узел-1", 128, "узел-1"},
+	} {
+		if got := Text(tc.in, tc.n); got != tc.want {
+			t.Errorf("%s: Text(%q, %d) = %q, want %q", tc.name, tc.in, tc.n, got, tc.want)
+		}
+	}
+}
