@@ -19,25 +19,34 @@ import (
 // bytes/run and the day's total at 1,000 runs an hour.
 func BenchmarkStoreBytesPerRun(b *testing.B) {
 	const runs = 24000 // one day at 1,000 runs an hour
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	per := bytesPer(b, runs, func(ctx context.Context, s *Store, i int) error { return s.RecordRun(ctx, dayRun(i, t0)) })
+	b.ReportMetric(per, "bytes/run")
+	b.ReportMetric(per*runs/1e6, "MB/day")
+}
+
+// bytesPer is what n records grow a new database by, each: record writes
+// the i-th, the WAL checkpointed into the file before and after.
+func bytesPer(b *testing.B, n int, record func(context.Context, *Store, int) error) float64 {
+	b.Helper()
+	var per float64
 	for range b.N {
 		path := filepath.Join(b.TempDir(), "s.db")
-		s, err := Open(context.Background(), Options{Path: path, Service: "kbgen"})
+		ctx := context.Background()
+		s, err := Open(ctx, Options{Path: path, Service: "kbgen"})
 		if err != nil {
 			b.Fatal(err)
 		}
-		ctx := context.Background()
 		empty := size(b, s, path)
-		t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-		for i := range runs {
-			if err := s.RecordRun(ctx, dayRun(i, t0)); err != nil {
+		for i := range n {
+			if err := record(ctx, s, i); err != nil {
 				b.Fatal(err)
 			}
 		}
-		per := float64(size(b, s, path)-empty) / runs
-		b.ReportMetric(per, "bytes/run")
-		b.ReportMetric(per*runs/1e6, "MB/day")
+		per = float64(size(b, s, path)-empty) / float64(n)
 		s.Close()
 	}
+	return per
 }
 
 // dayRun is the i-th run of a day: agents gpu-node-N-gpuM of 13 nodes,
@@ -74,26 +83,13 @@ func size(b *testing.B, s *Store, path string) int64 {
 // at --canary-every 6h make 400 a day, kept CanaryRetention.
 func BenchmarkStoreBytesPerCanary(b *testing.B) {
 	const points = 4000
-	for range b.N {
-		path := filepath.Join(b.TempDir(), "s.db")
-		s, err := Open(context.Background(), Options{Path: path, Service: "kbgen"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx := context.Background()
-		empty := size(b, s, path)
-		t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-		for i := range points {
-			agent := fmt.Sprintf("gpu-node-%d-gpu%d", (i%100)/8, i%8)
-			p := canary.Point{Agent: agent, RunID: fmt.Sprintf("kbgen-canary-%s-%d", agent, 1_764_000_000_000+int64(i)), At: t0.Add(time.Duration(i) * time.Minute),
-				Score: 4567.891 + float64(i%13), Fingerprint: "NVIDIA H100 80GB HBM3 / AMD EPYC 9654 96-Core Processor",
-				Context: canary.Context{Driver: "550.54.15", ImageDigest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", KbgenVersion: "kbgen v1.2.0 (abc1234, 2026-11-27; go1.25, linux/amd64)",
-					CPUModel: "AMD EPYC 9654 96-Core Processor", PowerLimit: "700 W"}}
-			if err := s.RecordCanary(ctx, p); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(size(b, s, path)-empty)/points, "bytes/point")
-		s.Close()
-	}
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	per := bytesPer(b, points, func(ctx context.Context, s *Store, i int) error {
+		agent := fmt.Sprintf("gpu-node-%d-gpu%d", (i%100)/8, i%8)
+		return s.RecordCanary(ctx, canary.Point{Agent: agent, RunID: fmt.Sprintf("kbgen-canary-%s-%d", agent, 1_764_000_000_000+int64(i)), At: t0.Add(time.Duration(i) * time.Minute),
+			Score: 4567.891 + float64(i%13), Fingerprint: "NVIDIA H100 80GB HBM3 / AMD EPYC 9654 96-Core Processor",
+			Context: canary.Context{Driver: "550.54.15", ImageDigest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", KbgenVersion: "kbgen v1.2.0 (abc1234, 2026-11-27; go1.25, linux/amd64)",
+				CPUModel: "AMD EPYC 9654 96-Core Processor", PowerLimit: "700 W"}})
+	})
+	b.ReportMetric(per, "bytes/point")
 }
