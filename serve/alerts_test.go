@@ -33,43 +33,17 @@ func (c *skewClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 // the log says the ledger is in memory.
 func TestAlertsAgentLost(t *testing.T) {
 	const secret = "whsec-alerts"
-	var mu sync.Mutex
-	var got []alert.Payload
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var m alert.Payload
-		_ = json.Unmarshal(b, &m)
-		mu.Lock()
-		defer mu.Unlock()
-		if m.Alarm.Condition == alert.AgentLost {
-			got = append(got, m)
-		}
-	}))
-	defer recv.Close()
-	cfg := &alert.Config{Receivers: []alert.Receiver{{Name: "ops", Kind: alert.KindWebhook, URL: recv.URL}}, Routes: []alert.Route{{Receivers: []string{"ops"}}}}
+	recv := newAlertReceiver(t, alert.AgentLost)
 	clock := &skewClock{}
-	r := newRig(t, rigOpts{secret: secret, view: testViewToken, alerts: cfg, now: clock.now})
-	messages := func(n int) []alert.Payload {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			mu.Lock()
-			out := slices.Clone(got)
-			mu.Unlock()
-			if len(out) >= n {
-				return out
-			}
-		}
-		t.Fatalf("the receiver got fewer than %d agent_lost messages; log:\n%s", n, r.log.String())
-		return nil
-	}
+	r := newRig(t, rigOpts{secret: secret, view: testViewToken, alerts: recv.config(), now: clock.now})
+	messages := func(n int) []alert.Payload { return recv.wait(t, n, r) }
 	if code := r.signedHook(secret, []byte(`{"event": "agent.lost", "agent": {"name": "h100-1", "meta_data": ["queue=nvidia-h100"]}}`)); code != 200 {
 		t.Fatalf("webhook: %d", code)
 	}
 	time.Sleep(100 * time.Millisecond) // a few evaluations: pending, not firing
-	if mu.Lock(); len(got) != 0 {
+	if got := recv.messages(); len(got) != 0 {
 		t.Errorf("fired before holding 5 minutes: %+v", got)
 	}
-	mu.Unlock()
 	clock.advance(5*time.Minute + time.Second)
 	m := messages(1)
 	if m[0].Status != alert.Firing || m[0].Alarm.Labels["agent"] != "h100-1" || m[0].Alarm.Labels["queue"] != "nvidia-h100" || m[0].Alarm.Labels["vendor"] != "NVIDIA" {
@@ -182,20 +156,7 @@ func TestOpenAlertsScope(t *testing.T) {
 // that node whose facts say the image is pulled resolves it, under the
 // same alarm id.
 func TestAlertsImageNotPrepulled(t *testing.T) {
-	var mu sync.Mutex
-	var got []alert.Payload
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var m alert.Payload
-		_ = json.Unmarshal(b, &m)
-		mu.Lock()
-		defer mu.Unlock()
-		if m.Alarm.Condition == alert.ImageNotPrepulled {
-			got = append(got, m)
-		}
-	}))
-	defer recv.Close()
-	cfg := &alert.Config{Receivers: []alert.Receiver{{Name: "ops", Kind: alert.KindWebhook, URL: recv.URL}}, Routes: []alert.Route{{Receivers: []string{"ops"}}}}
+	recv := newAlertReceiver(t, alert.ImageNotPrepulled)
 	clock := &skewClock{}
 	missing, pulled := false, true
 	script := func(p *bool) fakebuildkite.Script {
@@ -204,29 +165,16 @@ func TestAlertsImageNotPrepulled(t *testing.T) {
 		sc.Facts = &runfacts.Facts{Agent: "gpu-node-3-gpu0", Queue: "nvidia-h100", Node: "gpu-node-3", ImageDigest: "sha256:ab", ImagePulled: p}
 		return sc
 	}
-	r := newRig(t, rigOpts{script: script(&missing), alerts: cfg, now: clock.now})
-	messages := func(n int) []alert.Payload {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			mu.Lock()
-			out := slices.Clone(got)
-			mu.Unlock()
-			if len(out) >= n {
-				return out
-			}
-		}
-		t.Fatalf("the receiver got fewer than %d image_not_prepulled messages; log:\n%s", n, r.log.String())
-		return nil
-	}
+	r := newRig(t, rigOpts{script: script(&missing), alerts: recv.config(), now: clock.now})
+	messages := func(n int) []alert.Payload { return recv.wait(t, n, r) }
 	r.submit("a1")
 	if st := r.await("a1", 10*time.Second); st.Status != StatusObtained {
 		t.Fatalf("a1: %+v", st)
 	}
 	time.Sleep(100 * time.Millisecond) // a few evaluations: pending, not firing
-	if mu.Lock(); len(got) != 0 {
+	if got := recv.messages(); len(got) != 0 {
 		t.Errorf("fired before holding 15 minutes: %+v", got)
 	}
-	mu.Unlock()
 	clock.advance(15*time.Minute + time.Second)
 	m := messages(1)
 	if l := m[0].Alarm.Labels; m[0].Status != alert.Firing || l["node"] != "gpu-node-3" || l["queue"] != "nvidia-h100" || l["image"] != "sha256:ab" {
@@ -241,4 +189,55 @@ func TestAlertsImageNotPrepulled(t *testing.T) {
 	if m[1].Status != alert.Resolved || m[1].Alarm.ID != m[0].Alarm.ID || len(m) != 2 {
 		t.Fatalf("messages %+v", m)
 	}
+}
+
+// alertReceiver is a generic JSON webhook receiver (alert.KindWebhook)
+// that keeps the messages of one condition.
+type alertReceiver struct {
+	cond string
+	srv  *httptest.Server
+	mu   sync.Mutex
+	got  []alert.Payload
+}
+
+func newAlertReceiver(t *testing.T, cond string) *alertReceiver {
+	t.Helper()
+	a := &alertReceiver{cond: cond}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var m alert.Payload
+		_ = json.Unmarshal(b, &m)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if m.Alarm.Condition == a.cond {
+			a.got = append(a.got, m)
+		}
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+// config routes every alarm to the receiver.
+func (a *alertReceiver) config() *alert.Config {
+	return &alert.Config{Receivers: []alert.Receiver{{Name: "ops", Kind: alert.KindWebhook, URL: a.srv.URL}}, Routes: []alert.Route{{Receivers: []string{"ops"}}}}
+}
+
+// messages is what the receiver got so far.
+func (a *alertReceiver) messages() []alert.Payload {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.got)
+}
+
+// wait is the receiver's messages once it has at least n, waiting up to
+// 10 s; it fails the test with r's log otherwise.
+func (a *alertReceiver) wait(t *testing.T, n int, r *rig) []alert.Payload {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if out := a.messages(); len(out) >= n {
+			return out
+		}
+	}
+	t.Fatalf("the receiver got fewer than %d %s messages; log:\n%s", n, a.cond, r.log.String())
+	return nil
 }
