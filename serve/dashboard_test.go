@@ -1,16 +1,12 @@
 package serve
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpu-mode/kbgen/fleet/dashboard"
+	"github.com/gpu-mode/kbgen/fleet/dashboard/dashboardtest"
 	"github.com/gpu-mode/kbgen/fleet/runfacts"
 	"github.com/gpu-mode/kbgen/internal/fakebuildkite"
 )
@@ -56,31 +52,8 @@ func TestDashboard(t *testing.T) {
 	if resp, _ := r.do("GET", "/dashboard", nil, testToken); resp.StatusCode != 200 {
 		t.Errorf("the server token: %d", resp.StatusCode)
 	}
-	dom := chromium(t, []byte(all))
+	dom := dashboardtest.ChromiumDOM(t, []byte(all))
 	if strings.Contains(dom, "<script") || !strings.Contains(dom, `data-agent="gpu-node-3-gpu0"`) {
 		t.Errorf("Chromium's DOM:\n%s", dom)
 	}
-}
-
-// chromium is the DOM headless Chromium builds from a saved page.
-func chromium(t *testing.T, html []byte) string {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("SKIP: chromium is not installed (Debian: chromium)")
-	}
-	dir := t.TempDir()
-	f := filepath.Join(dir, "d.html")
-	if err := os.WriteFile(f, html, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir="+filepath.Join(dir, "p"), "--dump-dom", "file://"+f)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, errOut.String())
-	}
-	return out.String()
 }

@@ -2,17 +2,15 @@ package dashboard
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpu-mode/kbgen/fleet/dashboard/dashboardtest"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -177,7 +175,7 @@ func TestRenderedInChromium(t *testing.T) {
 			if err := Render(&buf, testPage(tc.scope)); err != nil {
 				t.Fatal(err)
 			}
-			dom := chromiumDOM(t, buf.Bytes())
+			dom := dashboardtest.ChromiumDOM(t, buf.Bytes())
 			for _, w := range tc.want {
 				if !strings.Contains(dom, w) {
 					t.Errorf("the rendered page lacks %q", w)
@@ -193,33 +191,4 @@ func TestRenderedInChromium(t *testing.T) {
 			}
 		})
 	}
-}
-
-// chromiumDOM is the DOM a headless Chromium builds from html.
-func chromiumDOM(t *testing.T, html []byte) string {
-	t.Helper()
-	bin := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	if bin == "" {
-		t.Skip("SKIP: no chromium installed (Debian: chromium)")
-	}
-	dir := t.TempDir()
-	page := filepath.Join(dir, "dashboard.html")
-	if err := os.WriteFile(page, html, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir="+filepath.Join(dir, "profile"), "--dump-dom", "file://"+page)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, errOut.String())
-	}
-	return out.String()
 }
